@@ -1,0 +1,237 @@
+package httpretry
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+)
+
+// DefaultMaxBufferedBody is the largest request body, without GetBody, that
+// is kept in memory so that it can be replayed.
+const DefaultMaxBufferedBody = 1 << 20
+
+// drainLimit bounds how much of a discarded response body is read so that
+// its connection can be reused. Past it the body is closed unread, which
+// costs the connection but not the time to download an error page.
+const drainLimit = 4 << 10
+
+// chunk sizes of a body read without a known length: small first, so that a
+// tiny body costs little, then fixed, so that no byte is copied twice.
+const (
+	firstChunk = 512
+	maxChunk   = 32 << 10
+)
+
+// bodyKind says how each attempt gets its request body.
+type bodyKind int
+
+const (
+	bodyNone     bodyKind = iota // nil or http.NoBody: nothing to replay
+	bodyGetBody                  // the caller's Body first, then Request.GetBody
+	bodyBuffered                 // every attempt reads its own reader over chunks
+	bodyOnce                     // too large to keep: sent once, not replayed
+)
+
+// requestBody is how one logical request produces its attempts' bodies.
+// The buffered chunks are never written after prepareBody returns, so
+// readers over them may run concurrently: a base transport can still be
+// reading attempt 1's body while attempt 2 is sent.
+type requestBody struct {
+	kind   bodyKind
+	chunks [][]byte      // bodyBuffered
+	size   int64         // bodyBuffered: total length
+	once   io.ReadCloser // bodyOnce: the prefix read so far, then the rest
+}
+
+// prepareBody decides how req's body is replayed and, when it has neither
+// GetBody nor a known length above limit, reads up to limit bytes of it.
+// A body over limit is kept as its read prefix followed by the unread rest,
+// to be sent once, byte for byte. On a read error the caller's body is
+// closed and the error returned.
+func prepareBody(req *http.Request, limit int64) (requestBody, error) {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		return requestBody{kind: bodyNone}, nil
+	case req.GetBody != nil:
+		return requestBody{kind: bodyGetBody}, nil
+	case limit < 0 || req.ContentLength > limit:
+		return requestBody{kind: bodyOnce, once: req.Body}, nil
+	}
+	chunks, size, err := readChunks(req.Body, limit, req.ContentLength)
+	if err != nil {
+		req.Body.Close()
+		return requestBody{}, fmt.Errorf("httpretry: reading request body: %w", err)
+	}
+	if size > limit {
+		prefix := &chunkReader{chunks: chunks}
+		return requestBody{kind: bodyOnce, once: &onceBody{Reader: io.MultiReader(prefix, req.Body), orig: req.Body}}, nil
+	}
+	req.Body.Close() // read to EOF and kept: this is its one close
+	return requestBody{kind: bodyBuffered, chunks: chunks, size: size}, nil
+}
+
+// readChunks reads r until EOF or until more than limit bytes arrived.
+// hint, when positive, is the expected length, read into one chunk.
+func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, err error) {
+	next := int64(firstChunk)
+	if hint > 0 {
+		next = hint + 1 // one byte more, to see EOF or a longer body in one read
+	}
+	for size <= limit {
+		buf := make([]byte, min(next, limit+1-size))
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			chunks = append(chunks, buf[:n])
+			size += int64(n)
+		}
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return chunks, size, nil
+		default:
+			return nil, 0, err
+		}
+		next = min(next*2, maxChunk)
+	}
+	return chunks, size, nil
+}
+
+// hasOwnBody reports whether attempt 1 can send the caller's request as is.
+func (b *requestBody) hasOwnBody() bool {
+	return b.kind == bodyNone || b.kind == bodyGetBody || (b.kind == bodyOnce && b.onceIsCallers())
+}
+
+// onceIsCallers reports whether a bodyOnce is the caller's untouched Body.
+func (b *requestBody) onceIsCallers() bool {
+	_, wrapped := b.once.(*onceBody)
+	return !wrapped
+}
+
+// replayable reports whether the body can be produced for another attempt.
+func (b *requestBody) replayable() bool { return b.kind != bodyOnce }
+
+// newReader returns a fresh reader over the buffered body; it is also the
+// GetBody of every buffered attempt, so the base transport can replay too.
+func (b *requestBody) newReader() (io.ReadCloser, error) {
+	return &chunkReader{chunks: b.chunks}, nil
+}
+
+// attemptBody sets the body of out, attempt n's request, from req.
+func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
+	switch b.kind {
+	case bodyGetBody:
+		if n == 1 {
+			return nil // Clone kept the caller's Body and GetBody
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return err
+		}
+		out.Body = body
+	case bodyBuffered:
+		out.Body, _ = b.newReader()
+		out.GetBody = b.newReader
+		if out.ContentLength <= 0 {
+			out.ContentLength = b.size
+		}
+		if b.size == 0 {
+			out.Body, out.GetBody = http.NoBody, nil
+		}
+	case bodyOnce:
+		out.Body, out.GetBody = b.once, nil
+	}
+	return nil
+}
+
+// chunkReader reads a sequence of immutable chunks. Each attempt has its own.
+type chunkReader struct {
+	chunks [][]byte
+	off    int
+}
+
+// Read implements io.Reader.
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.chunks) > 0 && r.off == len(r.chunks[0]) {
+		r.chunks, r.off = r.chunks[1:], 0
+	}
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0][r.off:])
+	r.off += n
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo, so the transport writes the chunks
+// without an intermediate buffer.
+func (r *chunkReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for ; len(r.chunks) > 0; r.chunks, r.off = r.chunks[1:], 0 {
+		n, err := w.Write(r.chunks[0][r.off:])
+		total += int64(n)
+		if err != nil {
+			r.off += n
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Close implements io.Closer; the chunks stay valid for other readers.
+func (r *chunkReader) Close() error { return nil }
+
+// onceBody is the read prefix of an over-limit body followed by its rest.
+// Closing it closes the caller's body exactly once, however often the base
+// transport calls Close.
+type onceBody struct {
+	io.Reader
+	orig   io.Closer
+	closed atomic.Bool
+}
+
+// Close closes the caller's body on the first call only.
+func (b *onceBody) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	return b.orig.Close()
+}
+
+// discard drains a response that will not be returned, at most drainLimit
+// bytes, and closes it, so its keep-alive connection goes back to the pool.
+func discard(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	if resp.ContentLength <= drainLimit { // -1 (unknown) included
+		io.CopyN(io.Discard, resp.Body, drainLimit)
+	}
+	resp.Body.Close()
+}
+
+// PeekBody reads up to n bytes of resp's body and returns them, leaving the
+// body whole: afterwards resp.Body yields the peeked bytes followed by the
+// rest, and closing it closes the original. It is meant for a Classifier
+// that decides on the body's content. A read error other than io.EOF is
+// returned with the bytes read so far, which stay in the body too.
+func PeekBody(resp *http.Response, n int) ([]byte, error) {
+	if resp == nil || resp.Body == nil || n <= 0 {
+		return nil, nil
+	}
+	buf := make([]byte, n)
+	got, err := io.ReadFull(resp.Body, buf)
+	buf = buf[:got]
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
+	return buf, err
+}
+
+// peekedBody is a response body with its peeked prefix put back.
+type peekedBody struct {
+	io.Reader
+	io.Closer
+}

@@ -1,0 +1,233 @@
+package httpretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"strconv"
+	"syscall"
+)
+
+// Classifier decides whether the outcome of one attempt is worth retrying.
+// Exactly one of resp and err is non-nil. req is the caller's request: read
+// it, never modify it. reason is a short phrase for OnRetry and logs
+// ("status 503", "connection reset").
+//
+// A Classifier replaces the whole default decision, RetryableStatuses
+// included; to extend it, fall back to DefaultClassifier. It only says
+// whether the outcome is transient: whether the request may be replayed, the
+// caller's own cancellation, the retry count and the deadlines are checked
+// by the Transport on top of it. To look at a response body, use PeekBody,
+// which leaves the body whole for the caller.
+type Classifier func(req *http.Request, resp *http.Response, err error) (retry bool, reason string)
+
+// DefaultRetryableStatuses are the statuses retried when
+// Transport.RetryableStatuses is nil: overload and gateway failures, which
+// say nothing about the request itself.
+var defaultRetryableStatuses = [...]int{
+	http.StatusTooManyRequests,
+	http.StatusBadGateway,
+	http.StatusServiceUnavailable,
+	http.StatusGatewayTimeout,
+}
+
+// DefaultClassifier is the default decision: statuses 429, 502, 503 and 504,
+// and the transport errors that mean a connection failed rather than that
+// the request was wrong (see classifyError).
+func DefaultClassifier(req *http.Request, resp *http.Response, err error) (bool, string) {
+	if err != nil {
+		return classifyError(err)
+	}
+	return classifyStatus(resp.StatusCode, defaultRetryableStatuses[:])
+}
+
+// classifyStatus reports whether status is one of retryable.
+func classifyStatus(status int, retryable []int) (bool, string) {
+	for _, s := range retryable {
+		if s == status {
+			return true, statusReason(status)
+		}
+	}
+	return false, ""
+}
+
+// classifyError is the retry decision for a transport error, as a chain of
+// early returns, each with its reason. Errors not named here are not
+// retried: an unknown failure is more likely a bug than a blip.
+func classifyError(err error) (bool, string) {
+	switch {
+	case errors.Is(err, ErrAttemptTimeout):
+		return true, "attempt timeout" // our own per-attempt timeout fired
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false, "" // the caller's own cancellation or deadline
+	case isTLSError(err):
+		return false, "" // a bad certificate does not get better by asking again
+	case isRefusedStream(err):
+		return true, "http2 stream refused"
+	case isGoAway(err):
+		return true, "http2 GOAWAY"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return true, "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return true, "connection reset"
+	case errors.Is(err, syscall.ETIMEDOUT):
+		return true, "connection timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true, "connection closed before a response" // no response means the error came first
+	case isTimeout(err):
+		return true, "network timeout"
+	}
+	return false, ""
+}
+
+// neverSent reports whether err proves the request never reached the server,
+// so that replaying it is safe whatever its method.
+func neverSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true // no connection, no request
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err)
+}
+
+// isTLSError reports a handshake or certificate verification failure.
+func isTLSError(err error) bool {
+	var (
+		verify    *tls.CertificateVerificationError
+		record    tls.RecordHeaderError
+		alert     tls.AlertError
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert) ||
+		errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// isTimeout reports a net.Error timeout: a dial, read or header timeout of
+// the base transport, not a context's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// h2StreamError mirrors the HTTP/2 StreamError of net/http and x/net/http2.
+// net/http's bundled copy converts itself into any struct of this shape
+// through its As method, which is how errors.As reaches it without a
+// dependency on x/net.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+// Error implements error, as errors.As requires of its target.
+func (e h2StreamError) Error() string { return "http2 stream error " + strconv.Itoa(int(e.Code)) }
+
+// h2RefusedStream is REFUSED_STREAM (RFC 9113 §7): the server did not
+// process the stream, so any method may be replayed.
+const h2RefusedStream = 0x7
+
+// isRefusedStream reports an HTTP/2 REFUSED_STREAM reset.
+func isRefusedStream(err error) bool {
+	var se h2StreamError
+	if errors.As(err, &se) {
+		return se.Code == h2RefusedStream
+	}
+	return anyInChain(err, func(e error) bool {
+		if !hasShape(e, "StreamID", "Code", "Cause") {
+			return false
+		}
+		code := reflect.ValueOf(e).FieldByName("Code")
+		return code.CanUint() && code.Uint() == h2RefusedStream
+	})
+}
+
+// isGoAway reports that the server closed an HTTP/2 connection with GOAWAY.
+// The GoAwayError types of net/http and x/net have no As method and net/http's
+// is unexported, so they are recognized by their fields, never by message.
+func isGoAway(err error) bool {
+	return anyInChain(err, func(e error) bool {
+		return hasShape(e, "LastStreamID", "ErrCode", "DebugData")
+	})
+}
+
+// hasShape reports whether e is a struct value with exactly these fields.
+func hasShape(e error, fields ...string) bool {
+	t := reflect.TypeOf(e)
+	if t.Kind() != reflect.Struct || t.NumField() != len(fields) {
+		return false
+	}
+	for i, name := range fields {
+		if t.Field(i).Name != name {
+			return false
+		}
+	}
+	return true
+}
+
+// anyInChain walks err's tree (Unwrap() error and Unwrap() []error) and
+// reports whether match holds for any error in it.
+func anyInChain(err error, match func(error) bool) bool {
+	for err != nil {
+		if match(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if anyInChain(e, match) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// replayable reports whether the request may be sent again after a failure:
+// its method is idempotent (RFC 9110 §9.2.2) or it carries an idempotency
+// key, or allMethods is set.
+func replayable(req *http.Request, allMethods bool) bool {
+	if allMethods {
+		return true
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return hasHeader(req.Header, "Idempotency-Key") || hasHeader(req.Header, "X-Idempotency-Key")
+}
+
+// hasHeader reports whether h carries the canonical key, even empty, as
+// net/http's own replay check does.
+func hasHeader(h http.Header, key string) bool {
+	_, ok := h[key]
+	return ok
+}
+
+// statusReason names a retried status without allocating for the usual ones.
+func statusReason(status int) string {
+	switch status {
+	case http.StatusTooManyRequests:
+		return "status 429"
+	case http.StatusBadGateway:
+		return "status 502"
+	case http.StatusServiceUnavailable:
+		return "status 503"
+	case http.StatusGatewayTimeout:
+		return "status 504"
+	}
+	return "status " + strconv.Itoa(status)
+}

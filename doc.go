@@ -1,0 +1,19 @@
+// Package httpretry provides Transport, an http.RoundTripper that retries
+// failed requests the way well-run systems do: jittered exponential backoff,
+// a classifier that retries overload and connection failures but never a
+// 400 or a bad certificate, Retry-After as a floor, replayable request
+// bodies, and no wait that outlives the request's context.
+//
+// One RoundTrip is one logical request. The caller's request is never
+// modified and its body is closed exactly once; only idempotent requests (or
+// ones with an Idempotency-Key, or ones that provably never left) are
+// retried; the last response is returned as a response, a 503 included, and
+// every discarded response is drained so its connection is reused.
+//
+// Use it as an http.Client's Transport:
+//
+//	client := &http.Client{Transport: &httpretry.Transport{}}
+//	resp, err := client.Get("https://example.com/")
+//
+// or wrap any other transport with Base, such as a tracing one.
+package httpretry

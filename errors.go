@@ -1,0 +1,93 @@
+package httpretry
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrAttemptTimeout is the cause of an attempt cut short by
+// Transport.AttemptTimeout. Such an attempt is retried; when it was the last
+// one, the returned error wraps both ErrAttemptTimeout and the base
+// transport's error.
+var ErrAttemptTimeout = errors.New("httpretry: attempt timed out")
+
+// errNilResponse reports a base RoundTripper that broke its contract by
+// returning neither a response nor an error.
+var errNilResponse = errors.New("httpretry: base RoundTripper returned a nil response and a nil error")
+
+// StopReason says why no further attempt was made.
+type StopReason int
+
+const (
+	// StopNone: retries did not stop; used in OnRetry events.
+	StopNone StopReason = iota
+	// StopNotRetryable: the classifier said the outcome is final.
+	StopNotRetryable
+	// StopNotReplayable: the method is not idempotent and carries no
+	// idempotency key, or the body was too large to keep for a replay.
+	StopNotReplayable
+	// StopExhausted: all 1+MaxRetries attempts were made.
+	StopExhausted
+	// StopRetryAfter: the server's Retry-After exceeds MaxRetryAfter.
+	StopRetryAfter
+	// StopDeadline: the next wait would end after the context's deadline.
+	StopDeadline
+	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
+	StopMaxElapsed
+	// StopCanceled: the request's context was cancelled or its deadline
+	// passed during an attempt or a wait.
+	StopCanceled
+	// StopRewind: the request body could not be produced again
+	// (Request.GetBody failed).
+	StopRewind
+	// StopInvalid: the request could not be sent at all (nil request or URL,
+	// unreadable body).
+	StopInvalid
+)
+
+var stopNames = [...]string{
+	StopNone:          "not stopped",
+	StopNotRetryable:  "not retryable",
+	StopNotReplayable: "not replayable",
+	StopExhausted:     "retries exhausted",
+	StopRetryAfter:    "Retry-After above the cap",
+	StopDeadline:      "next wait ends after the deadline",
+	StopMaxElapsed:    "next wait ends after MaxElapsed",
+	StopCanceled:      "canceled",
+	StopRewind:        "request body cannot be rewound",
+	StopInvalid:       "invalid request",
+}
+
+// String returns a short phrase such as "retries exhausted".
+func (r StopReason) String() string {
+	if r >= 0 && int(r) < len(stopNames) {
+		return stopNames[r]
+	}
+	return fmt.Sprintf("StopReason(%d)", int(r))
+}
+
+// Error is the error RoundTrip returns when the last attempt ended in a
+// transport error (a response, even a 503, is returned as a response).
+// errors.Is and errors.As reach the cause through Unwrap.
+type Error struct {
+	// Attempts is the number of attempts sent through the base transport.
+	Attempts int
+	// Reason is why no further attempt was made.
+	Reason StopReason
+	// Err is the last attempt's error, or the context's error when a wait
+	// was cancelled.
+	Err error
+}
+
+// Error formats as "httpretry: giving up after 6 attempts: retries
+// exhausted: <cause>".
+func (e *Error) Error() string {
+	noun := "attempts"
+	if e.Attempts == 1 {
+		noun = "attempt"
+	}
+	return fmt.Sprintf("httpretry: giving up after %d %s: %s: %v", e.Attempts, noun, e.Reason, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }

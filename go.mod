@@ -1,0 +1,5 @@
+module github.com/httpretry/httpretry
+
+go 1.25
+
+require github.com/hashicorp/go-cleanhttp v0.5.2

@@ -1,0 +1,61 @@
+package httpretry
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxDelaySeconds is the largest delta-seconds value that fits a Duration.
+const maxDelaySeconds = int64(math.MaxInt64 / time.Second)
+
+// parseRetryAfter reads the Retry-After header of a response (RFC 9110
+// §10.2.3) and returns how long the server asked the client to wait.
+//
+// ok is false when there is no usable value: the header is absent, empty,
+// negative or not of either form. Those are ignored and the computed backoff
+// applies. A delta-seconds value too large for a Duration saturates at the
+// largest Duration rather than being dropped: the server asked for a very
+// long pause, and the caller's cap turns that into "do not retry".
+//
+// An HTTP-date is measured against the response's own Date header when it
+// parses, and against now otherwise, so skew between the client's and the
+// server's clocks does not shift the wait. A date in the past means no wait.
+func parseRetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, ok := parseDelaySeconds(v); ok {
+		if secs > maxDelaySeconds {
+			return math.MaxInt64, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	return max(at.Sub(now), 0), true
+}
+
+// parseDelaySeconds parses 1*DIGIT. A value too large for int64 saturates.
+func parseDelaySeconds(v string) (int64, bool) {
+	var n int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (math.MaxInt64-int64(c-'0'))/10 {
+			n = math.MaxInt64
+			continue
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
