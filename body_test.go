@@ -1,0 +1,333 @@
+package httpretry
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestGetBodyIsUsedWithoutCopying(t *testing.T) {
+	req, _ := http.NewRequest("PUT", "http://x/", bytes.NewReader([]byte("rewind me")))
+	require.NotNil(t, req.GetBody)
+	var getBodies atomic.Int32
+	orig := req.GetBody
+	req.GetBody = func() (io.ReadCloser, error) { getBodies.Add(1); return orig() }
+	callerBody := req.Body
+
+	base := newScripted(status(503), status(503), status(200))
+	_, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"rewind me", "rewind me", "rewind me"}, base.bodies)
+	assert.True(t, base.reqs[0].Body == callerBody, "attempt 1 sends the caller's body itself")
+	assert.Equal(t, int32(2), getBodies.Load(), "one GetBody per retry, no buffering")
+}
+
+func TestGetBodyFailureStopsWithError(t *testing.T) {
+	req, _ := http.NewRequest("PUT", "http://x/", strings.NewReader("x"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	base := newScripted(status(503))
+	_, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
+	var rerr *Error
+	require.True(t, errors.As(err, &rerr))
+	assert.Equal(t, StopRewind, rerr.Reason)
+	assert.Equal(t, 1, rerr.Attempts)
+	assert.ErrorContains(t, err, "rewinding request body: gone")
+}
+
+func TestPlainBodyIsBufferedOnceAndReplayed(t *testing.T) {
+	payload := bytes.Repeat([]byte("0123456789"), 5000) // 50 kB, several chunks
+	body := newPlainBody(payload)
+	req, _ := http.NewRequest("PUT", "http://x/", body)
+	require.Nil(t, req.GetBody)
+	require.Equal(t, int64(0), req.ContentLength, "unknown length")
+
+	var replayed string
+	base := newScripted(status(503), func(r *http.Request) (*http.Response, error) {
+		// The base transport's own replay path: GetBody on the clone.
+		rc, err := r.GetBody()
+		require.NoError(t, err)
+		b, _ := io.ReadAll(rc)
+		replayed = string(b)
+		return status(200)(r)
+	})
+	resp, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	require.Len(t, base.bodies, 2)
+	for i, b := range base.bodies {
+		assert.Equal(t, string(payload), b, "attempt %d", i+1)
+		assert.Equal(t, int64(len(payload)), base.reqs[i].ContentLength, "the clone knows its length")
+	}
+	assert.Equal(t, string(payload), replayed)
+	assert.Equal(t, int32(1), body.closes.Load(), "closed exactly once")
+	assert.Equal(t, int64(0), req.ContentLength, "the caller's request keeps its own")
+}
+
+func TestEmptyPlainBodyBecomesNoBody(t *testing.T) {
+	req, _ := http.NewRequest("PUT", "http://x/", newPlainBody(nil))
+	base := newScripted(status(200))
+	_, err := (&Transport{Base: base}).RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.NoBody, base.reqs[0].Body)
+	assert.Equal(t, int64(0), base.reqs[0].ContentLength)
+}
+
+func TestBodyOverLimitIsSentOnceAndNotRetried(t *testing.T) {
+	payload := bytes.Repeat([]byte("abcdefgh"), 100) // 800 bytes
+	for _, known := range []bool{false, true} {
+		body := newPlainBody(payload)
+		req, _ := http.NewRequest("PUT", "http://x/", body)
+		if known {
+			req.ContentLength = int64(len(payload))
+		}
+		var stop StopReason
+		base := newScripted(status(503), status(200))
+		tr := &Transport{Base: base, Policy: noWait, MaxBufferedBody: 100, OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode, "known length %v", known)
+		assert.Equal(t, []string{string(payload)}, base.bodies, "sent once, complete and byte-identical")
+		assert.Equal(t, StopNotReplayable, stop)
+		assert.Equal(t, int32(1), body.closes.Load())
+		if known {
+			assert.True(t, base.reqs[0] == req, "a known-large body is streamed as the caller's request")
+		}
+	}
+}
+
+func TestNegativeBufferLimitBuffersNothing(t *testing.T) {
+	body := newPlainBody([]byte("tiny"))
+	req, _ := http.NewRequest("PUT", "http://x/", body)
+	base := newScripted(status(503), status(200))
+	resp, err := (&Transport{Base: base, Policy: noWait, MaxBufferedBody: -1}).RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, []string{"tiny"}, base.bodies)
+
+	req, _ = http.NewRequest("PUT", "http://x/", strings.NewReader("has GetBody"))
+	base = newScripted(status(503), status(200))
+	resp, err = (&Transport{Base: base, Policy: noWait, MaxBufferedBody: -1}).RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode, "GetBody needs no buffer")
+}
+
+func TestBodyReadErrorSendsNothing(t *testing.T) {
+	body := &failingBody{n: 10}
+	req, _ := http.NewRequest("PUT", "http://x/", body)
+	base := newScripted(status(200))
+	_, err := (&Transport{Base: base}).RoundTrip(req)
+	assert.ErrorIs(t, err, errBodyRead)
+	assert.ErrorContains(t, err, "httpretry: reading request body")
+	var rerr *Error
+	require.True(t, errors.As(err, &rerr))
+	assert.Equal(t, StopInvalid, rerr.Reason)
+	assert.Equal(t, 0, base.calls())
+	assert.Equal(t, int32(1), body.closes.Load())
+}
+
+func TestCallerBodyClosedExactlyOnce(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		limit  int64
+		steps  []func(*http.Request) (*http.Response, error)
+	}{
+		{"success", "PUT", 0, steps(status(200))},
+		{"retried then success", "PUT", 0, steps(status(503), status(503), status(200))},
+		{"exhausted", "PUT", 0, steps(status(503))},
+		{"POST not replayable", "POST", 0, steps(status(503))},
+		{"transport errors", "PUT", 0, steps(fail(io.EOF))},
+		{"over the limit", "PUT", 2, steps(status(503))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := newPlainBody([]byte("payload"))
+			req, _ := http.NewRequest(tt.method, "http://x/", body)
+			resp, _ := (&Transport{Base: newScripted(tt.steps...), Policy: Policy{MaxRetries: 2, BaseDelay: -1}, MaxBufferedBody: tt.limit}).RoundTrip(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			assert.Equal(t, int32(1), body.closes.Load())
+		})
+	}
+}
+
+func steps(s ...func(*http.Request) (*http.Response, error)) []func(*http.Request) (*http.Response, error) {
+	return s
+}
+
+// TestEarlyResponseWhileUploading is the hard case: the server answers 503
+// before reading the upload, so net/http is still writing attempt 1's body
+// when RoundTrip returns, while attempt 2 sends the same bytes again. Each
+// attempt must have its own reader; -race watches for sharing.
+func TestEarlyResponseWhileUploading(t *testing.T) {
+	payload := make([]byte, 768<<10)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	want := sha256.Sum256(payload)
+	var attempts atomic.Int32
+	var got [32]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attempts.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // before reading a byte
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		got = sha256.Sum256(b)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+
+	body := newPlainBody(payload)
+	req, _ := http.NewRequest("PUT", srv.URL, iotest.HalfReader(body))
+	tr := &Transport{Base: srv.Client().Transport, Policy: noWait}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, want, got, "attempt 2's body arrived byte-identical")
+	assert.Equal(t, int32(2), attempts.Load())
+}
+
+func TestReadChunks(t *testing.T) {
+	for _, size := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, 3 * maxChunk, 3*maxChunk + 17} {
+		for _, limit := range []int64{0, 1, int64(size) - 1, int64(size), int64(size) + 1, 1 << 20} {
+			if limit < 0 {
+				continue
+			}
+			for _, hint := range []int64{0, int64(size)} {
+				payload := bytes.Repeat([]byte{'z'}, size)
+				chunks, n, err := readChunks(iotest.OneByteReader(bytes.NewReader(payload)), limit, min(hint, limit))
+				require.NoError(t, err)
+				assert.Equal(t, int64(min(int64(size), limit+1)), n, "size %d limit %d hint %d", size, limit, hint)
+				assert.Equal(t, string(payload[:n]), string(bytes.Join(chunks, nil)))
+				for _, c := range chunks {
+					assert.LessOrEqual(t, len(c), max(maxChunk, int(hint)+1))
+				}
+			}
+		}
+	}
+}
+
+func TestChunkReaderReadAndWriteTo(t *testing.T) {
+	chunks := [][]byte{[]byte("ab"), {}, []byte("cde"), []byte("f")}
+	b, err := io.ReadAll(iotest.OneByteReader(&chunkReader{chunks: chunks}))
+	require.NoError(t, err)
+	assert.Equal(t, "abcdef", string(b))
+
+	var buf bytes.Buffer
+	n, err := (&chunkReader{chunks: chunks}).WriteTo(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), n)
+	assert.Equal(t, "abcdef", buf.String())
+
+	require.NoError(t, iotest.TestReader(&chunkReader{chunks: chunks}, []byte("abcdef")))
+	assert.Equal(t, "abcdef", string(chunks[0])+string(chunks[2])+string(chunks[3]), "readers never write the chunks")
+
+	w := &shortWriter{limit: 3}
+	r := &chunkReader{chunks: chunks}
+	n, err = r.WriteTo(w)
+	assert.Equal(t, int64(3), n)
+	assert.ErrorIs(t, err, io.ErrShortWrite)
+	rest, _ := io.ReadAll(r)
+	assert.Equal(t, "def", string(rest), "a failed WriteTo resumes where it stopped")
+}
+
+type shortWriter struct{ limit, n int }
+
+func (w *shortWriter) Write(p []byte) (int, error) {
+	k := min(len(p), w.limit-w.n)
+	w.n += k
+	if k < len(p) {
+		return k, io.ErrShortWrite
+	}
+	return k, nil
+}
+
+func TestOnceBodyClosesTheCallersBodyOnce(t *testing.T) {
+	orig := newPlainBody([]byte("rest"))
+	b := &onceBody{Reader: io.MultiReader(strings.NewReader("pre-"), orig), orig: orig}
+	got, _ := io.ReadAll(b)
+	assert.Equal(t, "pre-rest", string(got))
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close())
+	assert.Equal(t, int32(1), orig.closes.Load())
+}
+
+func TestDiscardIsBounded(t *testing.T) {
+	small := response(503, strings.Repeat("s", 100))
+	discard(small)
+	assert.Equal(t, int64(100), small.Body.(*trackedBody).read.Load())
+	assert.Equal(t, int32(1), closes(small))
+
+	big := response(503, strings.Repeat("b", 1<<20))
+	discard(big)
+	assert.Equal(t, int64(0), big.Body.(*trackedBody).read.Load(), "a known-large body is closed unread")
+	assert.Equal(t, int32(1), closes(big))
+
+	unknown := response(503, strings.Repeat("u", 1<<20))
+	unknown.ContentLength = -1
+	discard(unknown)
+	assert.Equal(t, int64(drainLimit), unknown.Body.(*trackedBody).read.Load(), "an unknown length is read at most drainLimit")
+	assert.Equal(t, int32(1), closes(unknown))
+
+	discard(nil)
+	discard(&http.Response{})
+}
+
+func TestPeekBodyLeavesTheBodyWhole(t *testing.T) {
+	resp := response(500, `{"error":"try_again","detail":"long text"}`)
+	orig := resp.Body.(*trackedBody)
+	peek, err := PeekBody(resp, 20)
+	require.NoError(t, err)
+	assert.Equal(t, `{"error":"try_again"`, string(peek))
+	all, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, `{"error":"try_again","detail":"long text"}`, string(all))
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, int32(1), orig.closes.Load())
+
+	short := response(500, "tiny")
+	peek, err = PeekBody(short, 100)
+	require.NoError(t, err)
+	assert.Equal(t, "tiny", string(peek))
+
+	broken := &http.Response{Body: io.NopCloser(iotest.TimeoutReader(strings.NewReader("abcdef")))}
+	peek, err = PeekBody(broken, 10)
+	assert.ErrorIs(t, err, iotest.ErrTimeout)
+	assert.Equal(t, "abcdef", string(peek))
+
+	peek, err = PeekBody(nil, 10)
+	assert.NoError(t, err)
+	assert.Nil(t, peek)
+}
+
+func TestPeekingClassifierKeepsBodyForCaller(t *testing.T) {
+	classifier := func(req *http.Request, resp *http.Response, err error) (bool, string) {
+		if resp != nil && resp.StatusCode == 500 {
+			if b, _ := PeekBody(resp, 64); bytes.Contains(b, []byte("try_again")) {
+				return true, "try_again body"
+			}
+		}
+		return DefaultClassifier(req, resp, err)
+	}
+	base := newScripted(
+		func(r *http.Request) (*http.Response, error) { return response(500, `{"error":"try_again"}`), nil },
+		func(r *http.Request) (*http.Response, error) { return response(500, `{"error":"fatal"}`), nil },
+	)
+	resp, err := (&Transport{Base: base, Policy: noWait, Classifier: classifier}).RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, `{"error":"fatal"}`, string(b), "the final body is whole after peeking")
+	assert.Equal(t, 2, base.calls())
+}

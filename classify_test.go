@@ -1,0 +1,170 @@
+package httpretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// timeoutErr is a net.Error that timed out, like a dial or header timeout.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// goAwayShaped mirrors the shape of the HTTP/2 GoAwayError types.
+type goAwayShaped struct {
+	LastStreamID uint32
+	ErrCode      uint32
+	DebugData    string
+}
+
+func (goAwayShaped) Error() string { return "server sent GOAWAY" }
+
+// streamShaped mirrors the shape of x/net's http2.StreamError, which has no
+// As method of its own.
+type streamShaped struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (streamShaped) Error() string { return "stream error" }
+
+// misShaped has the stream error's field names with a non-integer Code.
+type misShaped struct {
+	StreamID uint32
+	Code     string
+	Cause    error
+}
+
+func (misShaped) Error() string { return "not a stream error" }
+
+func dialErr(errno syscall.Errno) error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
+}
+
+func readErr(errno syscall.Errno) error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
+}
+
+func TestClassifyError(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		retry     bool
+		neverSent bool
+	}{
+		{"connection refused", dialErr(syscall.ECONNREFUSED), true, true},
+		{"connection reset on read", readErr(syscall.ECONNRESET), true, false},
+		{"ETIMEDOUT", readErr(syscall.ETIMEDOUT), true, false},
+		{"dial timeout", &net.OpError{Op: "dial", Err: timeoutErr{}}, true, true},
+		{"EOF", io.EOF, true, false},
+		{"wrapped unexpected EOF", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true, false},
+		{"net timeout", timeoutErr{}, true, false},
+		{"our attempt timeout", fmt.Errorf("%w: %w", ErrAttemptTimeout, context.Canceled), true, false},
+		{"GOAWAY by shape", fmt.Errorf("h2: %w", goAwayShaped{LastStreamID: 1}), true, false},
+		{"REFUSED_STREAM by shape", streamShaped{Code: 7}, true, true},
+		{"other stream error", streamShaped{Code: 2}, false, false},
+		{"stream-like with odd field types", misShaped{Code: "7"}, false, false},
+		{"joined errors reach the cause", errors.Join(errors.New("x"), readErr(syscall.ECONNRESET)), true, false},
+		{"caller canceled", context.Canceled, false, false},
+		{"caller deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), false, false},
+		{"canceled beats a reset in the same chain", errors.Join(context.Canceled, readErr(syscall.ECONNRESET)), false, false},
+		{"x509 unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false, false},
+		{"x509 hostname", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "h"}, false, false},
+		{"tls alert", tls.AlertError(40), false, false},
+		{"tls record header", tls.RecordHeaderError{Msg: "not tls"}, false, false},
+		{"bad url", &url.Error{Op: "parse", URL: "::", Err: errors.New("missing protocol scheme")}, false, false},
+		{"unknown error", errors.New("unsupported protocol scheme"), false, false},
+		{"dns not found", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			retry, reason := classifyError(tt.err)
+			assert.Equal(t, tt.retry, retry)
+			if retry {
+				assert.NotEmpty(t, reason)
+			}
+			assert.Equal(t, tt.neverSent, neverSent(tt.err))
+		})
+	}
+}
+
+func TestTypedStreamErrorMirror(t *testing.T) {
+	// net/http's bundled StreamError converts itself into the mirror type
+	// through its As method; the mirror itself must match directly too.
+	se := h2StreamError{StreamID: 3, Code: h2RefusedStream}
+	assert.True(t, isRefusedStream(fmt.Errorf("wrapped: %w", se)))
+	assert.Contains(t, se.Error(), "7")
+}
+
+func TestClassifyStatus(t *testing.T) {
+	for status, want := range map[int]bool{
+		200: false, 301: false, 400: false, 401: false, 403: false, 404: false,
+		408: false, 500: false, 501: false, 429: true, 502: true, 503: true, 504: true,
+	} {
+		retry, reason := DefaultClassifier(nil, &http.Response{StatusCode: status}, nil)
+		assert.Equal(t, want, retry, "status %d", status)
+		if want {
+			assert.Equal(t, fmt.Sprintf("status %d", status), reason)
+		}
+	}
+	retry, reason := classifyStatus(418, []int{418})
+	assert.True(t, retry)
+	assert.Equal(t, "status 418", reason)
+	retry, _ = classifyStatus(503, []int{})
+	assert.False(t, retry, "an empty list retries nothing")
+}
+
+func TestReplayable(t *testing.T) {
+	tests := []struct {
+		method string
+		header string
+		all    bool
+		want   bool
+	}{
+		{"", "", false, true},
+		{"GET", "", false, true},
+		{"HEAD", "", false, true},
+		{"OPTIONS", "", false, true},
+		{"TRACE", "", false, true},
+		{"PUT", "", false, true},
+		{"DELETE", "", false, true},
+		{"POST", "", false, false},
+		{"PATCH", "", false, false},
+		{"CONNECT", "", false, false},
+		{"get", "", false, false}, // methods are case-sensitive
+		{"POST", "Idempotency-Key", false, true},
+		{"PATCH", "X-Idempotency-Key", false, true},
+		{"POST", "", true, true},
+	}
+	for _, tt := range tests {
+		req := &http.Request{Method: tt.method, Header: http.Header{}}
+		if tt.header != "" {
+			req.Header[tt.header] = []string{""} // present, even empty, counts
+		}
+		assert.Equal(t, tt.want, replayable(req, tt.all), "%s %q all=%v", tt.method, tt.header, tt.all)
+	}
+}
+
+func TestStopReasonString(t *testing.T) {
+	assert.Equal(t, "retries exhausted", StopExhausted.String())
+	assert.Equal(t, "StopReason(99)", StopReason(99).String())
+	assert.Equal(t, "StopReason(-1)", StopReason(-1).String())
+	for r := StopNone; int(r) < len(stopNames); r++ {
+		assert.NotEmpty(t, r.String(), "reason %d has a name", r)
+	}
+}

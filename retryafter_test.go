@@ -1,0 +1,68 @@
+package httpretry
+
+import (
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name, value, date string
+		want              time.Duration
+		ok                bool
+	}{
+		{"absent", "", "", 0, false},
+		{"blank", "   ", "", 0, false},
+		{"delta seconds", "120", "", 2 * time.Minute, true},
+		{"zero", "0", "", 0, true},
+		{"surrounding space", " 7 ", "", 7 * time.Second, true},
+		{"negative is garbage", "-1", "", 0, false},
+		{"plus sign is garbage", "+5", "", 0, false},
+		{"fraction is garbage", "1.5", "", 0, false},
+		{"exponent is garbage", "1e9", "", 0, false},
+		{"words", "soon", "", 0, false},
+		{"overflowing delta saturates", "99999999999999999999", "", math.MaxInt64, true},
+		{"largest exact delta", "9223372036", "", 9223372036 * time.Second, true},
+		{"IMF-fixdate", "Sun, 01 Mar 2026 12:00:30 GMT", "", 30 * time.Second, true},
+		{"RFC 850 date", "Sunday, 01-Mar-26 12:01:00 GMT", "", time.Minute, true},
+		{"ANSI C date", "Sun Mar  1 12:00:10 2026", "", 10 * time.Second, true},
+		{"date in the past means now", "Sun, 01 Mar 2026 11:00:00 GMT", "", 0, true},
+		{"year 1900", "Mon, 01 Jan 1900 00:00:00 GMT", "", 0, true},
+		{"year 3000 saturates", "Wed, 01 Jan 3000 00:00:00 GMT", "", math.MaxInt64, true},
+		{"date against the server's Date", "Sun, 01 Mar 2026 08:00:20 GMT", "Sun, 01 Mar 2026 08:00:00 GMT", 20 * time.Second, true},
+		{"bad Date falls back to now", "Sun, 01 Mar 2026 12:00:05 GMT", "yesterday", 5 * time.Second, true},
+		{"Date does not affect delta", "3", "Sun, 01 Mar 2026 08:00:00 GMT", 3 * time.Second, true},
+		{"garbage date", "Sun, 99 Foo 2026", "", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.value != "" {
+				h.Set("Retry-After", tt.value)
+			}
+			if tt.date != "" {
+				h.Set("Date", tt.date)
+			}
+			got, ok := parseRetryAfter(h, now)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestParseRetryAfterClockSkew(t *testing.T) {
+	// The client's clock is an hour fast; the server says "in 30 s" by its
+	// own clock. The wait must be 30 s, not zero.
+	clientNow := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Set("Date", "Sun, 01 Mar 2026 12:00:00 GMT")
+	h.Set("Retry-After", "Sun, 01 Mar 2026 12:00:30 GMT")
+	got, ok := parseRetryAfter(h, clientNow)
+	assert.True(t, ok)
+	assert.Equal(t, 30*time.Second, got)
+}
