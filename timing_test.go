@@ -1,0 +1,286 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// clocked wraps a scripted base and records the fake time of each attempt.
+type clocked struct {
+	*scripted
+	start time.Time
+	at    []time.Duration
+}
+
+func newClocked(steps ...func(*http.Request) (*http.Response, error)) *clocked {
+	return &clocked{scripted: newScripted(steps...), start: time.Now()}
+}
+
+func (c *clocked) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.at = append(c.at, time.Since(c.start))
+	return c.scripted.RoundTrip(r)
+}
+
+func half() float64 { return 0.5 }
+
+func TestBackoffGrowsBetweenAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503), status(503), status(503), status(200))
+		var waits []time.Duration
+		tr := &Transport{Base: base, Random: half, Policy: Policy{BaseDelay: 100 * time.Millisecond},
+			OnRetry: func(e RetryEvent) { waits = append(waits, e.Wait) }}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		// full jitter at u = 0.5: half of 100, 200, 400 ms
+		assert.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, waits)
+		assert.Equal(t, []time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond, 350 * time.Millisecond}, base.at)
+	})
+}
+
+func TestRetryAfterIsAFloorWithUpwardSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503, "Retry-After", "3"), status(200))
+		tr := &Transport{Base: base, Random: half}
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		// 3 s plus half of the 10% spread; the 100 ms backoff is smaller.
+		assert.Equal(t, []time.Duration{0, 3150 * time.Millisecond}, base.at)
+	})
+}
+
+func TestRetryAfterNeverShortensTheBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503, "Retry-After", "1"), status(200))
+		tr := &Transport{Base: base, Random: half, Policy: Policy{BaseDelay: 5 * time.Second, Jitter: JitterNone}}
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{0, 5 * time.Second}, base.at)
+	})
+}
+
+func TestRetryAfterDateReadAgainstServerDate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The server's clock is a day behind ours; its date says "in 2 s".
+		server := time.Now().Add(-24 * time.Hour).UTC()
+		base := newClocked(status(429,
+			"Date", server.Format(http.TimeFormat),
+			"Retry-After", server.Add(2*time.Second).Format(http.TimeFormat)), status(200))
+		tr := &Transport{Base: base, Random: func() float64 { return 0 }}
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		require.Len(t, base.at, 2)
+		assert.Equal(t, 2*time.Second, base.at[1])
+	})
+}
+
+func TestRetryAfterAboveCapReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, value := range []string{"3600", "99999999999999999999"} {
+			base := newClocked(status(503, "Retry-After", value), status(200))
+			var stop StopReason
+			tr := &Transport{Base: base, OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+			start := time.Now()
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+			require.NoError(t, err)
+			assert.Equal(t, 503, resp.StatusCode, value)
+			assert.Equal(t, time.Duration(0), time.Since(start), "no wait at all")
+			assert.Equal(t, StopRetryAfter, stop)
+			assert.Equal(t, 1, base.calls())
+		}
+	})
+}
+
+func TestNegativeMaxRetryAfterIgnoresTheHeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503, "Retry-After", "3600"), status(200))
+		tr := &Transport{Base: base, Random: half, MaxRetryAfter: -1}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond}, base.at)
+	})
+}
+
+func TestGarbageRetryAfterFallsBackToBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503, "Retry-After", "soon"), status(200))
+		tr := &Transport{Base: base, Random: half}
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond}, base.at)
+	})
+}
+
+func TestWaitPastDeadlineIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			step func(*http.Request) (*http.Response, error)
+		}{
+			{"backoff past the deadline", status(503)},
+			{"Retry-After past the deadline", status(503, "Retry-After", "30")},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			base := newClocked(tt.step, status(200))
+			var stop StopReason
+			tr := &Transport{Base: base, Policy: Policy{BaseDelay: 20 * time.Second, MaxDelay: time.Minute, Jitter: JitterNone},
+				OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/", nil)
+			start := time.Now()
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err, tt.name)
+			assert.Equal(t, 503, resp.StatusCode, tt.name)
+			body, _ := io.ReadAll(resp.Body)
+			assert.NotEmpty(t, body, "the last response is readable")
+			assert.Equal(t, time.Duration(0), time.Since(start), "%s: returned at once, not at the deadline", tt.name)
+			assert.Equal(t, StopDeadline, stop, tt.name)
+			cancel()
+		}
+	})
+}
+
+func TestWaitWithinDeadlineIsTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		base := newClocked(status(503), status(200))
+		tr := &Transport{Base: base, Policy: Policy{BaseDelay: 9 * time.Second, Jitter: JitterNone}}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/", nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, []time.Duration{0, 9 * time.Second}, base.at)
+	})
+}
+
+func TestCancelDuringWaitReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var pending *http.Response
+		base := newClocked(func(r *http.Request) (*http.Response, error) {
+			pending, _ = status(503)(r)
+			return pending, nil
+		})
+		tr := &Transport{Base: base, Policy: Policy{BaseDelay: 10 * time.Second, Jitter: JitterNone}}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/", nil)
+		time.AfterFunc(time.Second, cancel)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		assert.Nil(t, resp)
+		assert.ErrorIs(t, err, context.Canceled)
+		var rerr *Error
+		require.True(t, errors.As(err, &rerr))
+		assert.Equal(t, StopCanceled, rerr.Reason)
+		assert.Equal(t, 1, rerr.Attempts)
+		assert.Equal(t, time.Second, time.Since(start), "ended when cancelled, not after the wait")
+		assert.Equal(t, int32(1), closes(pending), "the pending response was closed")
+	})
+}
+
+func TestMaxElapsedBoundsTheLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503))
+		var stop StopReason
+		tr := &Transport{Base: base, MaxElapsed: time.Second, Policy: Policy{BaseDelay: 400 * time.Millisecond, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		// waits 400 ms (ends at 0.4 s), then 800 ms would end at 1.2 s > 1 s
+		assert.Equal(t, []time.Duration{0, 400 * time.Millisecond}, base.at)
+		assert.Equal(t, StopMaxElapsed, stop)
+	})
+}
+
+// hang blocks an attempt until its context ends.
+func hang(r *http.Request) (*http.Response, error) {
+	<-r.Context().Done()
+	return nil, r.Context().Err()
+}
+
+func TestAttemptTimeoutRetriesASlowAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var okCtx context.Context
+		base := newClocked(hang, func(r *http.Request) (*http.Response, error) {
+			okCtx = r.Context()
+			return status(200)(r)
+		})
+		var reasons []string
+		tr := &Transport{Base: base, AttemptTimeout: 2 * time.Second, Random: half,
+			OnRetry: func(e RetryEvent) {
+				reasons = append(reasons, e.Reason)
+				assert.ErrorIs(t, e.Err, ErrAttemptTimeout)
+			}}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"attempt timeout"}, reasons)
+		assert.Equal(t, []time.Duration{0, 2*time.Second + 100*time.Millisecond}, base.at)
+
+		// The timeout covers the wait for headers only: reading the body
+		// later is not cut short.
+		time.Sleep(time.Minute)
+		assert.NoError(t, okCtx.Err(), "the returned response's context outlives the attempt timeout")
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, "body of OK", string(body))
+		require.NoError(t, resp.Body.Close())
+		assert.Error(t, okCtx.Err(), "closing the body releases the attempt's context")
+	})
+}
+
+func TestAttemptTimeoutOnLastAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(hang)
+		tr := &Transport{Base: base, AttemptTimeout: time.Second, Policy: Policy{MaxRetries: 1, BaseDelay: -1}}
+		start := time.Now()
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		assert.ErrorIs(t, err, ErrAttemptTimeout)
+		assert.ErrorIs(t, err, context.Canceled, "the base's own error is kept")
+		var rerr *Error
+		require.True(t, errors.As(err, &rerr))
+		assert.Equal(t, StopExhausted, rerr.Reason)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+	})
+}
+
+func TestAttemptTimeoutYieldsToTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		base := newClocked(hang)
+		tr := &Transport{Base: base, AttemptTimeout: 10 * time.Second}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/", nil)
+		start := time.Now()
+		_, err := tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, ErrAttemptTimeout, "the caller's deadline is not our timeout")
+		var rerr *Error
+		require.True(t, errors.As(err, &rerr))
+		assert.Equal(t, StopCanceled, rerr.Reason)
+		assert.Equal(t, 3*time.Second, time.Since(start), "the attempt got the smaller of its timeout and the time left")
+		assert.Equal(t, 1, base.calls())
+	})
+}
+
+func TestDecorrelatedJitterUsesThePreviousWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503), status(503), status(503), status(200))
+		var waits []time.Duration
+		tr := &Transport{Base: base, Random: half, Policy: Policy{BaseDelay: 100 * time.Millisecond, Jitter: JitterDecorrelated},
+			OnRetry: func(e RetryEvent) { waits = append(waits, e.Wait) }}
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		// base + 0.5·(3·prev − base), prev starting at base: 200, 350, 575 ms
+		assert.Equal(t, []time.Duration{200 * time.Millisecond, 350 * time.Millisecond, 575 * time.Millisecond}, waits)
+	})
+}
