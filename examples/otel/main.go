@@ -177,13 +177,13 @@ func describe(s sdktrace.ReadOnlySpan) string {
 	for _, kv := range s.Attributes() {
 		switch kv.Key {
 		case semconv.HTTPResponseStatusCodeKey, semconv.HTTPRequestResendCountKey:
-			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
 		}
 	}
 	for _, e := range s.Events() {
 		fmt.Fprintf(&b, "\n        event %q", e.Name)
 		for _, kv := range e.Attributes {
-			v := kv.Value.Emit()
+			v := kv.Value.String()
 			if kv.Value.Type() == attribute.STRING {
 				v = strconv.Quote(v)
 			}
