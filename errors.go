@@ -43,6 +43,11 @@ const (
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// unreadable body).
 	StopInvalid
+	// StopBudget: the retry budget (Transport.Budget) had no retry left.
+	StopBudget
+	// StopHostGate: the host's gate held the retry, and it would not have
+	// reopened within the request's deadline or retry horizon.
+	StopHostGate
 )
 
 var stopNames = [...]string{
@@ -56,6 +61,8 @@ var stopNames = [...]string{
 	StopCanceled:      "canceled",
 	StopRewind:        "request body cannot be rewound",
 	StopInvalid:       "invalid request",
+	StopBudget:        "retry budget exhausted",
+	StopHostGate:      "host gate closed",
 }
 
 // String returns a short phrase such as "retries exhausted".

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-cleanhttp"
 )
@@ -117,6 +118,19 @@ type Transport struct {
 	// math/rand/v2's Float64. It must be safe for concurrent use; a seeded
 	// source makes waits reproducible.
 	Random func() float64
+
+	// Budget bounds the retries of all requests of this Transport to a
+	// share of their number (see Budget); a refused retry returns the last
+	// outcome at once with StopBudget. Nil means a budget of this
+	// Transport's own with the default numbers; set one *Budget on several
+	// Transports to bound them together.
+	Budget *Budget
+
+	// NoBudget turns the retry budget off: every retryable outcome is
+	// retried up to Policy's limits.
+	NoBudget bool
+
+	stormPtr unsafe.Pointer // *stormState, built on first use; see storm
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -167,6 +181,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		// Send.
 		resp, err := t.send(a)
+		st := t.storm()
+		if n == 1 && st.budget != nil {
+			st.budget.countRequest()
+		}
 
 		// Decide.
 		if ctx.Err() != nil {
@@ -224,6 +242,11 @@ func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Re
 	}
 	if t.MaxElapsed > 0 && wait > start.Add(t.MaxElapsed).Sub(now) {
 		return 0, StopMaxElapsed
+	}
+	// Charged last, so that a retry refused for another reason costs
+	// nothing.
+	if b := t.storm().budget; b != nil && !b.withdraw(now) {
+		return 0, StopBudget
 	}
 	return wait, StopNone
 }
