@@ -3,16 +3,15 @@
 //  1. a Classifier that retries a 500 on GET only and a 409 whose JSON body
 //     says the failure is transient, falling back to DefaultClassifier, and
 //     leaving the body whole for the caller;
-//
 //  2. the jitter kinds side by side, and a client with equal jitter and a
 //     seeded Random, so that its waits are reproducible;
-//
 //  3. an AttemptTimeout that cuts a hung attempt short and retries it;
-//
 //  4. a request deadline that stops retries early: a wait that would end
 //     after it is not started, and the last response returns at once.
 //
-//     cd examples && go run ./custom
+// Run it with:
+//
+//	cd examples && go run ./custom
 package main
 
 import (
