@@ -107,7 +107,7 @@ func exponential(n int, base, limit time.Duration) time.Duration {
 		return 0
 	}
 	shift := max(n, 1) - 1
-	if shift >= 62 || base > limit>>shift {
+	if shift >= 63 || base > limit>>shift { // base<<shift ≤ limit fits for shift ≤ 62
 		return limit
 	}
 	return base << shift
