@@ -1,0 +1,828 @@
+package httpretry
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Real faults over loopback sockets. Each test counts the connections open
+// at its server and requires them back at zero once the client's idle
+// connections are closed.
+
+// relListener counts the connections it accepted that are still open.
+type relListener struct {
+	net.Listener
+	open  atomic.Int64
+	total atomic.Int64
+	mu    sync.Mutex
+	conns map[*relConn]struct{}
+}
+
+func relListen(t *testing.T, addr string) *relListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &relListener{Listener: ln, conns: map[*relConn]struct{}{}}
+}
+
+func (l *relListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.open.Add(1)
+	l.total.Add(1)
+	rc := &relConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.conns[rc] = struct{}{}
+	l.mu.Unlock()
+	return rc, nil
+}
+
+// closeAll closes every connection still open, for cleanup after a failure.
+func (l *relListener) closeAll() {
+	l.mu.Lock()
+	conns := make([]*relConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// relConn is an accepted connection that tells its listener when it closes.
+type relConn struct {
+	net.Conn
+	l    *relListener
+	once sync.Once
+}
+
+func (c *relConn) Close() error {
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// relReset closes c with an RST instead of a FIN.
+func relReset(c net.Conn) {
+	for {
+		switch x := c.(type) {
+		case *relConn:
+			c = x.Conn
+			continue
+		case *tls.Conn:
+			c = x.NetConn()
+			continue
+		case *net.TCPConn:
+			x.SetLinger(0)
+		}
+		break
+	}
+	c.Close()
+}
+
+// relWaitConns closes the client's idle connections and waits until the
+// server has no connection open.
+func relWaitConns(t *testing.T, l *relListener, client interface{ CloseIdleConnections() }) {
+	t.Helper()
+	client.CloseIdleConnections()
+	deadline := time.Now().Add(3 * time.Second)
+	for l.open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d server connections still open", l.open.Load(), l.total.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// relRaw is a hand-written HTTP/1.1 server: serve gets each request with
+// its 1-based number, over all connections, and the connection to answer
+// on; it returns false when it closed the connection.
+type relRaw struct {
+	ln   *relListener
+	url  string
+	reqs atomic.Int32
+	wg   sync.WaitGroup
+}
+
+type relServe func(n int, req *http.Request, br *bufio.Reader, c net.Conn) (keep bool)
+
+func relStartRaw(t *testing.T, serve relServe) *relRaw {
+	t.Helper()
+	s := &relRaw{ln: relListen(t, "127.0.0.1:0")}
+	s.url = "http://" + s.ln.Addr().String()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := s.ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if !serve(int(s.reqs.Add(1)), req, br, c) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		s.ln.Close()
+		s.ln.closeAll()
+		s.wg.Wait()
+	})
+	return s
+}
+
+// relOK answers 200 with body, after reading the request body.
+func relOK(req *http.Request, c net.Conn, body string) bool {
+	io.Copy(io.Discard, req.Body)
+	_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return err == nil
+}
+
+// relClient is a fresh base transport, so that CloseIdleConnections reaches
+// only the test's own connections, wrapped in a Transport with short waits.
+func relClient() (*Transport, *http.Transport) {
+	base := &http.Transport{}
+	return &Transport{
+		Base:   base,
+		Policy: Policy{MaxRetries: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, Jitter: JitterNone},
+	}, base
+}
+
+// relReasons records the OnRetry reasons of a Transport.
+func relReasons(tr *Transport) func() []string {
+	var mu sync.Mutex
+	var reasons []string
+	tr.OnRetry = func(e RetryEvent) {
+		mu.Lock()
+		reasons = append(reasons, e.Reason)
+		mu.Unlock()
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), reasons...)
+	}
+}
+
+func relDo(t *testing.T, tr http.RoundTripper, method, url string, body io.Reader, hdr ...string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return tr.RoundTrip(req)
+}
+
+func relReadOK(t *testing.T, resp *http.Response, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || string(b) != want {
+		t.Fatalf("status %d, body %q, read error %v; want 200 %q", resp.StatusCode, b, err, want)
+	}
+}
+
+func TestFaultResetBeforeResponse(t *testing.T) {
+	srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+		io.Copy(io.Discard, req.Body)
+		if req.Header.Get("X-Fail") == "always" || n == 1 {
+			relReset(c)
+			return false
+		}
+		return relOK(req, c, "ok")
+	})
+	tr, base := relClient()
+	reasons := relReasons(tr)
+
+	resp, err := relDo(t, tr, "GET", srv.url, nil)
+	relReadOK(t, resp, err, "ok")
+	if got := reasons(); len(got) != 1 || got[0] != "connection reset" {
+		t.Errorf("retry reasons %q, want one connection reset", got)
+	}
+	if srv.reqs.Load() != 2 {
+		t.Errorf("server saw %d requests, want 2", srv.reqs.Load())
+	}
+
+	// A POST without a key may have been executed: not retried.
+	before := srv.reqs.Load()
+	_, err = relDo(t, tr, "POST", srv.url, strings.NewReader("pay"), "X-Fail", "always")
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 1 || e.Reason != StopNotReplayable || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("POST: %v; want a not-replayable *Error after 1 attempt wrapping ECONNRESET", err)
+	}
+	if got := srv.reqs.Load() - before; got != 1 {
+		t.Errorf("POST reached the server %d times, want 1", got)
+	}
+
+	// The same POST with an Idempotency-Key is retried to exhaustion.
+	before = srv.reqs.Load()
+	_, err = relDo(t, tr, "POST", srv.url, strings.NewReader("pay"), "X-Fail", "always", "Idempotency-Key", "k1")
+	if !errors.As(err, &e) || e.Attempts != 4 || e.Reason != StopExhausted || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("keyed POST: %v; want exhaustion after 4 attempts", err)
+	}
+	if got := srv.reqs.Load() - before; got != 4 {
+		t.Errorf("keyed POST reached the server %d times, want 4", got)
+	}
+	relWaitConns(t, srv.ln, base)
+}
+
+// TestFaultResetMidHeaders: a connection that breaks between header lines
+// is retried. One that breaks inside a line leaves net/http with a
+// malformed line (its EOF is not in the error), which cannot be told from a
+// server that sends garbage without matching error strings: that is
+// returned after one attempt, as a not-retryable error.
+func TestFaultResetMidHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		cut     string
+		retried bool
+	}{
+		{"HTTP/1.1 200 OK\r\n", true},
+		{"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n", true},
+		{"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\n", true},
+		{"HTTP/1.1 200 OK\r\nContent-Le", false},
+		{"HTTP/1.1 2", false},
+	} {
+		for _, rst := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%q rst=%v", tc.cut, rst), func(t *testing.T) {
+				srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+					if n%2 == 1 {
+						io.Copy(io.Discard, req.Body)
+						io.WriteString(c, tc.cut)
+						time.Sleep(2 * time.Millisecond) // let the bytes leave before the reset
+						if rst {
+							relReset(c)
+						} else {
+							c.Close()
+						}
+						return false
+					}
+					return relOK(req, c, "whole")
+				})
+				tr, base := relClient()
+				reasons := relReasons(tr)
+				resp, err := relDo(t, tr, "PUT", srv.url, strings.NewReader("body"))
+				got := reasons()
+				if !tc.retried {
+					var e *Error
+					if !errors.As(err, &e) || e.Attempts != 1 || e.Reason != StopNotRetryable || len(got) != 0 {
+						t.Fatalf("resp %v, err %v, retries %q; want a not-retryable *Error after 1 attempt", resp, err, got)
+					}
+					relWaitConns(t, srv.ln, base)
+					return
+				}
+				relReadOK(t, resp, err, "whole")
+				if len(got) != 1 || (got[0] != "connection reset" && got[0] != "connection closed before a response") {
+					t.Errorf("retry reasons %q", got)
+				}
+				relWaitConns(t, srv.ln, base)
+			})
+		}
+	}
+}
+
+// TestFaultCloseMidBody: once a body is handed to the caller, a broken
+// connection is the caller's read error, and nothing is sent again.
+func TestFaultCloseMidBody(t *testing.T) {
+	const full = 1000
+	prefix := strings.Repeat("p", 100)
+	for _, tc := range []struct {
+		name    string
+		tr      func(*Transport)
+		status  int
+		retries int
+	}{
+		{"200", func(*Transport) {}, 200, 0},
+		{"200 with AttemptTimeout", func(tr *Transport) { tr.AttemptTimeout = 200 * time.Millisecond }, 200, 0},
+		{"last 503", func(tr *Transport) { tr.Policy.MaxRetries = 1 }, 503, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+				io.Copy(io.Discard, req.Body)
+				fmt.Fprintf(c, "HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s", tc.status, full, prefix)
+				time.Sleep(20 * time.Millisecond)
+				if n%2 == 0 {
+					relReset(c)
+				} else {
+					c.Close()
+				}
+				return false
+			})
+			tr, base := relClient()
+			tc.tr(tr)
+			reasons := relReasons(tr)
+			resp, err := relDo(t, tr, "GET", srv.url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || string(b) != prefix || rerr == nil {
+				t.Fatalf("status %d, %d bytes, read error %v; want %d, the %d-byte prefix and an error", resp.StatusCode, len(b), rerr, tc.status, len(prefix))
+			}
+			if !errors.Is(rerr, io.ErrUnexpectedEOF) && !errors.Is(rerr, syscall.ECONNRESET) {
+				t.Errorf("read error %v, want unexpected EOF or a reset", rerr)
+			}
+			if int(srv.reqs.Load()) != 1+tc.retries || len(reasons()) != tc.retries {
+				t.Errorf("server saw %d requests after %d retries; want %d", srv.reqs.Load(), len(reasons()), 1+tc.retries)
+			}
+			relWaitConns(t, srv.ln, base)
+		})
+	}
+}
+
+// TestFaultSlowHeaders: headers slower than AttemptTimeout fail the attempt
+// and are retried; a slow body after prompt headers is not cut.
+func TestFaultSlowHeaders(t *testing.T) {
+	var slow atomic.Int32 // requests to hold back
+	var reqs atomic.Int32
+	var handlers sync.WaitGroup
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers.Add(1)
+		defer handlers.Done()
+		reqs.Add(1)
+		if slow.Add(-1) >= 0 {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if r.URL.Path == "/slowbody" {
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+		io.WriteString(w, "done")
+	})
+	ln := relListen(t, "127.0.0.1:0")
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+
+	tr, base := relClient()
+	tr.AttemptTimeout = 50 * time.Millisecond
+	reasons := relReasons(tr)
+
+	slow.Store(1)
+	start := time.Now()
+	resp, err := relDo(t, tr, "GET", srv.URL, nil)
+	relReadOK(t, resp, err, "done")
+	if got := reasons(); len(got) != 1 || got[0] != "attempt timeout" {
+		t.Errorf("retry reasons %q, want one attempt timeout", got)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %v: the slow attempt was not cut at its timeout", d)
+	}
+
+	slow.Store(100)
+	reqs.Store(0)
+	tr.Policy.MaxRetries = 2
+	_, err = relDo(t, tr, "GET", srv.URL, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 3 || e.Reason != StopExhausted || !errors.Is(err, ErrAttemptTimeout) {
+		t.Fatalf("all slow: %v; want exhaustion after 3 attempts wrapping ErrAttemptTimeout", err)
+	}
+	if reqs.Load() != 3 {
+		t.Errorf("server saw %d requests, want 3", reqs.Load())
+	}
+
+	slow.Store(0)
+	resp, err = relDo(t, tr, "GET", srv.URL+"/slowbody", nil)
+	relReadOK(t, resp, err, "done")
+
+	handlers.Wait()
+	relWaitConns(t, ln, base)
+}
+
+// TestFaultServerIgnoresBody: a server that answers 503 without reading a
+// large request body, through net/http and by hand (closing with the body
+// unread, which resets the connection under the client's writes).
+func TestFaultServerIgnoresBody(t *testing.T) {
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 48<<10) // 768 KiB
+	sum := sha256.Sum256(payload)
+	want := hex.EncodeToString(sum[:])
+
+	t.Run("net/http", func(t *testing.T) {
+		var reqs atomic.Int32
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if reqs.Add(1) <= 2 {
+				w.WriteHeader(503)
+				return
+			}
+			h := sha256.New()
+			io.Copy(h, r.Body)
+			io.WriteString(w, hex.EncodeToString(h.Sum(nil)))
+		})
+		ln := relListen(t, "127.0.0.1:0")
+		srv := httptest.NewUnstartedServer(h)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		defer srv.Close()
+		tr, base := relClient()
+		// Hide the length and GetBody: the Transport buffers the body itself.
+		resp, err := relDo(t, tr, "PUT", srv.URL, io.NopCloser(bytes.NewReader(payload)))
+		relReadOK(t, resp, err, want)
+		if reqs.Load() != 3 {
+			t.Errorf("server saw %d requests, want 3", reqs.Load())
+		}
+		relWaitConns(t, ln, base)
+	})
+	t.Run("raw", func(t *testing.T) {
+		srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+			if n <= 2 {
+				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				c.Close() // with the body unread: the kernel answers the client with an RST
+				return false
+			}
+			h := sha256.New()
+			io.Copy(h, req.Body)
+			return relOK(req, c, hex.EncodeToString(h.Sum(nil)))
+		})
+		tr, base := relClient()
+		reasons := relReasons(tr)
+		resp, err := relDo(t, tr, "PUT", srv.url, bytes.NewReader(payload))
+		relReadOK(t, resp, err, want)
+		if srv.reqs.Load() != 3 || len(reasons()) != 2 {
+			t.Errorf("server saw %d requests, retries %q; want 3 requests", srv.reqs.Load(), reasons())
+		}
+		relWaitConns(t, srv.ln, base)
+	})
+}
+
+// TestFaultRefusedThenUp: connection refused is retried for every method,
+// and the server coming up on the same port gets the POST exactly once.
+func TestFaultRefusedThenUp(t *testing.T) {
+	probe := relListen(t, "127.0.0.1:0")
+	addr := probe.Addr().String()
+	probe.Close()
+
+	var posts atomic.Int32
+	var got atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		posts.Add(1)
+		io.WriteString(w, "created")
+	}))
+	srv.Listener.Close()
+	var ln *relListener
+	defer func() {
+		if ln != nil {
+			srv.Close()
+		}
+	}()
+
+	tr, base := relClient()
+	tr.Policy.MaxRetries = 10
+	var reasons []string
+	tr.OnRetry = func(e RetryEvent) {
+		reasons = append(reasons, e.Reason)
+		if len(reasons) == 3 { // the server comes up during the third wait
+			ln = relListen(t, addr)
+			srv.Listener = ln
+			srv.Start()
+		}
+	}
+	resp, err := relDo(t, tr, "POST", "http://"+addr+"/", strings.NewReader("order-1"))
+	relReadOK(t, resp, err, "created")
+	if len(reasons) != 3 || reasons[0] != "connection refused" || reasons[2] != "connection refused" {
+		t.Errorf("retry reasons %q, want three connection refused", reasons)
+	}
+	if posts.Load() != 1 || got.Load() != "order-1" {
+		t.Errorf("server executed the POST %d times with body %q; want once with order-1", posts.Load(), got.Load())
+	}
+	relWaitConns(t, ln, base)
+}
+
+// TestFaultHugeErrorBody: a 100 MB body on a retried 503 is not downloaded:
+// the drain stops after a few KiB and the connection is closed instead.
+func TestFaultHugeErrorBody(t *testing.T) {
+	const huge = 100 << 20
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			var reqs atomic.Int32
+			var written atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if reqs.Add(1) > 1 {
+					io.WriteString(w, "fine")
+					return
+				}
+				if !chunked {
+					w.Header().Set("Content-Length", fmt.Sprint(huge))
+				}
+				w.WriteHeader(503)
+				chunk := make([]byte, 32<<10)
+				for written.Load() < huge {
+					n, err := w.Write(chunk)
+					written.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			})
+			ln := relListen(t, "127.0.0.1:0")
+			srv := httptest.NewUnstartedServer(h)
+			srv.Listener.Close()
+			srv.Listener = ln
+			srv.Start()
+			defer srv.Close()
+			tr, base := relClient()
+			start := time.Now()
+			resp, err := relDo(t, tr, "GET", srv.URL, nil)
+			relReadOK(t, resp, err, "fine")
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("took %v", d)
+			}
+			relWaitConns(t, ln, base) // the handler's writes fail once the connection is gone
+			if w := written.Load(); w >= huge/4 {
+				t.Errorf("server wrote %d MB of the error body: the client read it", w>>20)
+			}
+			if ln.total.Load() != 2 {
+				t.Errorf("%d connections; want 2: the first closed, not drained to the end", ln.total.Load())
+			}
+		})
+	}
+}
+
+// HTTP/2 by hand: just enough framing to send SETTINGS, GOAWAY, RST_STREAM
+// and a response of a status and a body.
+
+const (
+	relH2Data     = 0x0
+	relH2Headers  = 0x1
+	relH2Rst      = 0x3
+	relH2Settings = 0x4
+	relH2GoAway   = 0x7
+
+	relH2EndStream  = 0x1
+	relH2EndHeaders = 0x4
+	relH2Ack        = 0x1
+)
+
+func relH2Write(w io.Writer, typ, flags byte, stream uint32, payload []byte) error {
+	var hdr [9]byte
+	hdr[0], hdr[1], hdr[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	hdr[3], hdr[4] = typ, flags
+	binary.BigEndian.PutUint32(hdr[5:], stream&0x7fffffff)
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// relH2Respond sends status 200 (HPACK static index 8) and body on stream.
+func relH2Respond(w io.Writer, stream uint32, body string) error {
+	if err := relH2Write(w, relH2Headers, relH2EndHeaders, stream, []byte{0x88}); err != nil {
+		return err
+	}
+	return relH2Write(w, relH2Data, relH2EndStream, stream, []byte(body))
+}
+
+func relU32s(vs ...uint32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.BigEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+// relH2Server serves HTTP/2 over TLS by hand: onStream gets each request
+// stream's number, counted over all connections, and answers it on w; it
+// returns false when the connection is to be closed.
+type relH2Server struct {
+	ln      *relListener
+	url     string
+	client  *http.Transport
+	streams atomic.Int32
+	wg      sync.WaitGroup
+}
+
+func relStartH2(t *testing.T, onStream func(n int, stream uint32, w io.Writer) bool) *relH2Server {
+	t.Helper()
+	// Borrow httptest's certificate and a client that trusts it.
+	certs := httptest.NewUnstartedServer(http.NotFoundHandler())
+	certs.EnableHTTP2 = true
+	certs.StartTLS()
+	cert := certs.TLS.Certificates
+	client := certs.Client().Transport.(*http.Transport).Clone()
+	certs.Close()
+
+	s := &relH2Server{ln: relListen(t, "127.0.0.1:0"), client: client}
+	s.url = "https://" + s.ln.Addr().String()
+	tl := tls.NewListener(s.ln, &tls.Config{Certificates: cert, NextProtos: []string{"h2"}})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				s.serveConn(c, onStream)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		s.ln.Close()
+		s.ln.closeAll()
+		s.wg.Wait()
+		client.CloseIdleConnections()
+	})
+	return s
+}
+
+func (s *relH2Server) serveConn(c net.Conn, onStream func(int, uint32, io.Writer) bool) {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	preface := make([]byte, 24)
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" {
+		return
+	}
+	if relH2Write(c, relH2Settings, 0, 0, nil) != nil {
+		return
+	}
+	var hdr [9]byte
+	for {
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+		typ, flags := hdr[3], hdr[4]
+		stream := binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff
+		if _, err := io.CopyN(io.Discard, c, int64(n)); err != nil {
+			return
+		}
+		switch {
+		case typ == relH2Settings && flags&relH2Ack == 0:
+			if relH2Write(c, relH2Settings, relH2Ack, 0, nil) != nil {
+				return
+			}
+		case typ == relH2Headers:
+			if !onStream(int(s.streams.Add(1)), stream, c) {
+				return
+			}
+		}
+	}
+}
+
+func TestFaultHTTP2GoAway(t *testing.T) {
+	// GOAWAY naming the stream as possibly processed, then the connection
+	// closes: net/http returns its GoAwayError, which only httpretry retries,
+	// and only for a replayable request.
+	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+		if n == 1 || n == 3 {
+			relH2Write(w, relH2GoAway, 0, 0, relU32s(stream, 2 /* INTERNAL_ERROR */))
+			return false
+		}
+		return relH2Respond(w, stream, "h2 ok") == nil
+	})
+	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+	reasons := relReasons(tr)
+	resp, err := relDo(t, tr, "GET", srv.url, nil)
+	relReadOK(t, resp, err, "h2 ok")
+	if resp.ProtoMajor != 2 {
+		t.Errorf("protocol %s, want HTTP/2", resp.Proto)
+	}
+	if got := reasons(); len(got) != 1 || got[0] != "http2 GOAWAY" {
+		t.Errorf("retry reasons %q, want one http2 GOAWAY", got)
+	}
+
+	// Stream 3 is named processed by the GOAWAY: a POST without a key is
+	// returned as the error.
+	_, err = relDo(t, tr, "POST", srv.url, strings.NewReader("x"))
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 1 || e.Reason != StopNotReplayable || !isGoAway(err) {
+		t.Fatalf("POST after GOAWAY: %v; want a not-replayable *Error holding the GoAwayError", err)
+	}
+	if srv.streams.Load() != 3 {
+		t.Errorf("server saw %d streams, want 3", srv.streams.Load())
+	}
+	relWaitConns(t, srv.ln, srv.client)
+}
+
+func TestFaultHTTP2RefusedStream(t *testing.T) {
+	// REFUSED_STREAM before any response: the stream was not processed.
+	// net/http's HTTP/2 transport replays it itself through the GetBody the
+	// Transport gives its clones, so even a buffered POST arrives whole.
+	var bodyStreams []uint32
+	var mu sync.Mutex
+	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+		mu.Lock()
+		bodyStreams = append(bodyStreams, stream)
+		mu.Unlock()
+		switch n {
+		case 1:
+			return relH2Write(w, relH2Rst, 0, stream, relU32s(h2RefusedStream)) == nil
+		case 3: // headers then a refused stream in the middle of the body
+			if relH2Write(w, relH2Headers, relH2EndHeaders, stream, []byte{0x88}) != nil ||
+				relH2Write(w, relH2Data, 0, stream, []byte("par")) != nil {
+				return false
+			}
+			time.Sleep(10 * time.Millisecond)
+			return relH2Write(w, relH2Rst, 0, stream, relU32s(h2RefusedStream)) == nil
+		}
+		return relH2Respond(w, stream, "h2 ok") == nil
+	})
+	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+	reasons := relReasons(tr)
+	resp, err := relDo(t, tr, "POST", srv.url, io.NopCloser(strings.NewReader("buffered")))
+	relReadOK(t, resp, err, "h2 ok")
+	if got := reasons(); len(got) != 0 {
+		t.Errorf("retry reasons %q: the base transport should have replayed the refused stream", got)
+	}
+	if srv.streams.Load() != 2 {
+		t.Errorf("server saw %d streams, want 2", srv.streams.Load())
+	}
+
+	// The real net/http stream error, read from a body: httpretry's
+	// classifier recognizes it as REFUSED_STREAM, never sent.
+	resp, err = relDo(t, tr, "GET", srv.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "par" || rerr == nil {
+		t.Fatalf("body %q, error %v; want the prefix and a stream error", b, rerr)
+	}
+	if retry, reason := classifyError(rerr); !retry || reason != "http2 stream refused" || !neverSent(rerr) {
+		t.Errorf("classifyError(%v) = %v %q, neverSent %v; want a refused stream", rerr, retry, reason, neverSent(rerr))
+	}
+	relWaitConns(t, srv.ln, srv.client)
+}
+
+// TestFaultAttemptTimeoutKeepsConnections: attempts cut by AttemptTimeout
+// leave no connection behind once the client's idle ones are closed.
+func TestFaultAttemptTimeoutKeepsConnections(t *testing.T) {
+	srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+		io.Copy(io.Discard, req.Body)
+		if n <= 3 {
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			br.ReadByte() // wait for the client to give up on this connection
+			return false
+		}
+		return relOK(req, c, "late")
+	})
+	tr, base := relClient()
+	tr.AttemptTimeout = 30 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.url, nil)
+	resp, err := tr.RoundTrip(req)
+	relReadOK(t, resp, err, "late")
+	if srv.ln.total.Load() != 4 {
+		t.Errorf("%d connections, want 4 (each timed-out attempt closes its own)", srv.ln.total.Load())
+	}
+	relWaitConns(t, srv.ln, base)
+}
