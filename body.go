@@ -40,9 +40,16 @@ const (
 // reading attempt 1's body while attempt 2 is sent.
 type requestBody struct {
 	kind   bodyKind
-	chunks [][]byte      // bodyBuffered
-	size   int64         // bodyBuffered: total length
+	buffer *replayBuffer // bodyBuffered
 	once   io.ReadCloser // bodyOnce: the prefix read so far, then the rest
+}
+
+// replayBuffer is a buffered body. It lives apart from requestBody so that
+// only buffered requests pay for a heap object: the GetBody of their clones
+// refers to it, while requestBody itself stays on RoundTrip's stack.
+type replayBuffer struct {
+	chunks [][]byte
+	size   int64
 }
 
 // prepareBody decides how req's body is replayed and, when it has neither
@@ -69,7 +76,7 @@ func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 		return requestBody{kind: bodyOnce, once: &onceBody{Reader: io.MultiReader(prefix, req.Body), orig: req.Body}}, nil
 	}
 	req.Body.Close() // read to EOF and kept: this is its one close
-	return requestBody{kind: bodyBuffered, chunks: chunks, size: size}, nil
+	return requestBody{kind: bodyBuffered, buffer: &replayBuffer{chunks: chunks, size: size}}, nil
 }
 
 // readChunks reads r until EOF or until more than limit bytes arrived.
@@ -114,7 +121,7 @@ func (b *requestBody) replayable() bool { return b.kind != bodyOnce }
 
 // newReader returns a fresh reader over the buffered body; it is also the
 // GetBody of every buffered attempt, so the base transport can replay too.
-func (b *requestBody) newReader() (io.ReadCloser, error) {
+func (b *replayBuffer) newReader() (io.ReadCloser, error) {
 	return &chunkReader{chunks: b.chunks}, nil
 }
 
@@ -131,13 +138,14 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
 		}
 		out.Body = body
 	case bodyBuffered:
-		out.Body, _ = b.newReader()
-		out.GetBody = b.newReader
-		if out.ContentLength <= 0 {
-			out.ContentLength = b.size
-		}
-		if b.size == 0 {
+		if b.buffer.size == 0 {
 			out.Body, out.GetBody = http.NoBody, nil
+			return nil
+		}
+		out.Body, _ = b.buffer.newReader()
+		out.GetBody = b.buffer.newReader
+		if out.ContentLength <= 0 {
+			out.ContentLength = b.buffer.size
 		}
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
