@@ -37,7 +37,8 @@ type outcome struct {
 	log      bytes.Buffer
 	logger   *slog.Logger
 	attempts int
-	wait     time.Duration        // total of all waits
+	wait     time.Duration        // total of the waits OnRetry announced
+	elapsed  time.Duration        // the whole logical request, as the caller saw it
 	final    string               // "200 OK" or "error: <reason>"
 	ok       bool                 // final is a 2xx response
 	stop     httpretry.StopReason // why it gave up on a retryable outcome
@@ -128,7 +129,9 @@ func send(client *http.Client, base string, c call, o *outcome) {
 	if c.key != "" {
 		req.Header.Set("Idempotency-Key", c.key)
 	}
+	start := time.Now()
 	resp, err := client.Do(req)
+	o.elapsed = time.Since(start)
 	if err != nil {
 		o.final = "error: " + errorReason(err)
 		if o.stop == httpretry.StopNone {

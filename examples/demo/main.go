@@ -67,13 +67,13 @@ func run(w io.Writer, cfg config) error {
 // table writes the summary: one row per logical request.
 func table(w io.Writer, outs []*outcome) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "REQUEST\tATTEMPTS\tTOTAL WAIT\tFINAL\tSTOPPED BECAUSE")
+	fmt.Fprintln(tw, "REQUEST\tATTEMPTS\tTOTAL WAIT\tELAPSED\tFINAL\tSTOPPED BECAUSE")
 	for i, o := range outs {
 		stop := "-"
 		if o.stop != httpretry.StopNone {
 			stop = o.stop.String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s\n", calls[i].name, o.attempts, o.wait.Round(time.Millisecond), o.final, stop)
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%s\t%s\n", calls[i].name, o.attempts, o.wait.Round(time.Millisecond), o.elapsed.Round(time.Millisecond), o.final, stop)
 	}
 	return tw.Flush()
 }
