@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -42,6 +41,7 @@ type outcome struct {
 	final    string               // "200 OK" or "error: <reason>"
 	ok       bool                 // final is a 2xx response
 	stop     httpretry.StopReason // why it gave up on a retryable outcome
+	reason   string               // and the classifier's reason for that outcome
 }
 
 // outcomeKey is the context key of a request's *outcome, which is how the
@@ -66,7 +66,7 @@ func newTransport(policy httpretry.Policy) *httpretry.Transport {
 		OnGiveUp: func(e httpretry.RetryEvent) {
 			o := outcomeOf(e.Request)
 			o.attempts = e.Attempt
-			o.stop = e.Stop
+			o.stop, o.reason = e.Stop, e.Reason
 			o.logger.Info("give up", eventAttrs(e, slog.String("stop", e.Stop.String()))...)
 		},
 	}
@@ -133,7 +133,7 @@ func send(client *http.Client, base string, c call, o *outcome) {
 	resp, err := client.Do(req)
 	o.elapsed = time.Since(start)
 	if err != nil {
-		o.final = "error: " + errorReason(err)
+		o.final = "error: " + o.errorReason(err)
 		if o.stop == httpretry.StopNone {
 			o.logger.Info("done", slog.Int("attempt", o.attempts), slog.String("outcome", o.final))
 		}
@@ -149,14 +149,10 @@ func send(client *http.Client, base string, c call, o *outcome) {
 }
 
 // errorReason shortens a transport error for the table: the classifier's
-// reason when the default classifier knows the error, else its message.
-func errorReason(err error) string {
-	if ok, reason := httpretry.DefaultClassifier(nil, nil, err); ok {
-		return reason
-	}
-	var rerr *httpretry.Error
-	if errors.As(err, &rerr) {
-		return rerr.Err.Error()
+// reason when the Transport gave up on it, else the error itself.
+func (o *outcome) errorReason(err error) string {
+	if o.reason != "" {
+		return o.reason
 	}
 	return err.Error()
 }
