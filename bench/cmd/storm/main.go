@@ -1,0 +1,94 @@
+// Command storm runs the retry-storm simulator: by default the scenario of
+// storm.Default for every system, printing the table and writing a CSV of
+// every 100 ms window and a chart to -out. It is what `make storm` runs,
+// from the bench directory.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/httpretry/httpretry/bench"
+	"github.com/httpretry/httpretry/bench/storm"
+)
+
+func main() {
+	sc := storm.Default()
+	smoke := flag.Bool("smoke", false, "a run of a few seconds for CI: a small fleet and a short outage")
+	mode := flag.String("mode", string(sc.Mode), "open, closed or collapse")
+	flag.IntVar(&sc.Clients, "clients", sc.Clients, "client instances, each with its own transport and pool")
+	flag.Float64Var(&sc.Rate, "rate", sc.Rate, "logical requests per second, all clients together")
+	flag.Float64Var(&sc.Capacity, "capacity", sc.Capacity, "requests per second the server serves")
+	flag.DurationVar(&sc.OutageStart, "outage-start", sc.OutageStart, "start of the full outage")
+	flag.DurationVar(&sc.OutageEnd, "outage-end", sc.OutageEnd, "end of the full outage")
+	flag.DurationVar(&sc.Duration, "duration", sc.Duration, "how long new requests arrive")
+	flag.IntVar(&sc.Params.MaxRetries, "retries", sc.Params.MaxRetries, "retries after the first attempt")
+	flag.DurationVar(&sc.Params.BaseDelay, "base", sc.Params.BaseDelay, "backoff base delay")
+	flag.DurationVar(&sc.Params.MaxDelay, "cap", sc.Params.MaxDelay, "backoff cap")
+	flag.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the arrivals")
+	systems := flag.String("systems", "", "comma-separated system names; empty means all: "+names())
+	out := flag.String("out", "out", "directory for storm.csv and storm.png; empty writes neither")
+	flag.Parse()
+
+	if *smoke {
+		sc = storm.Smoke()
+	}
+	sc.Mode = storm.Mode(*mode)
+	list := bench.Systems
+	if *systems != "" {
+		var ok bool
+		if list, ok = bench.Lookup(strings.Split(*systems, ",")); !ok {
+			fail(fmt.Errorf("unknown system in %q; known: %s", *systems, names()))
+		}
+	}
+	res, err := storm.Run(sc, list)
+	if err != nil {
+		fail(err)
+	}
+	storm.Describe(os.Stdout, sc)
+	fmt.Println()
+	storm.WriteTable(os.Stdout, res)
+	if *out != "" && !*smoke {
+		if err := write(*out, res); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// write saves the CSV and the chart into dir.
+func write(dir string, res storm.Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "storm.csv"))
+	if err != nil {
+		return err
+	}
+	if err := storm.WriteCSV(f, res); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", filepath.Join(dir, "storm.csv"))
+	return nil
+}
+
+// names lists the known systems.
+func names() string {
+	var n []string
+	for _, s := range bench.Systems {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// fail prints err and exits non-zero.
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "storm:", err)
+	os.Exit(1)
+}

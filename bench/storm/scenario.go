@@ -1,0 +1,140 @@
+// Package storm is the retry-storm simulator: a loopback server of fixed
+// capacity with an outage window, and a fleet of clients that keep sending
+// requests through one retrying system after another. It shows what each
+// system's retries do to a server that fails for a few seconds: how much
+// extra load they send while it is down, how hard they hit it when it comes
+// back, and how many requests they rescue.
+//
+// Run(scenario, systems) runs the scenario once per system, one after the
+// other, each against a fresh server, and returns per-window counts and
+// the metrics computed from them.
+package storm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/httpretry/httpretry/bench"
+)
+
+// Mode is how clients send and how the server fails.
+type Mode string
+
+// The modes.
+const (
+	// Open: Poisson arrivals at a fixed rate, whatever the answers; demand
+	// does not slow down when the server does.
+	Open Mode = "open"
+	// Closed: each client waits for its answer, then thinks for an
+	// exponential time before its next request.
+	Closed Mode = "closed"
+	// Collapse: open-loop arrivals, and a server that falls over again
+	// whenever its offered load stays above CollapseFactor × Capacity for
+	// CollapseAfter, as overloaded services do, so that retry storms
+	// prolong the outage.
+	Collapse Mode = "collapse"
+)
+
+// Scenario is one storm: fleet, load, server and outage.
+type Scenario struct {
+	// Mode is open, closed or collapse.
+	Mode Mode
+	// Clients is the number of client instances, each with its own
+	// system instance and connection pool.
+	Clients int
+	// Rate is the logical requests per second offered by all clients
+	// together (the nominal rate for Closed).
+	Rate float64
+	// Capacity is the requests per second the server answers with 200;
+	// the excess gets 503.
+	Capacity float64
+	// Burst is the token bucket's depth; zero means a tenth of Capacity.
+	Burst float64
+	// OutageStart and OutageEnd bound the full outage: every request in
+	// [OutageStart, OutageEnd) gets 503.
+	OutageStart, OutageEnd time.Duration
+	// Duration is how long new logical requests arrive; requests in flight
+	// at its end are let finish.
+	Duration time.Duration
+	// RequestTimeout is every logical request's context deadline.
+	RequestTimeout time.Duration
+	// CollapseFactor, CollapseAfter and CollapseFor shape Collapse mode:
+	// offered load above CollapseFactor × Capacity, averaged over
+	// CollapseAfter, takes the server down for CollapseFor.
+	CollapseFactor float64
+	CollapseAfter  time.Duration
+	CollapseFor    time.Duration
+	// Window is the width of the counting windows.
+	Window time.Duration
+	// Params are the retry numbers every system gets.
+	Params bench.Params
+	// Seed makes arrivals and client choice reproducible.
+	Seed uint64
+}
+
+// Default is the scenario of `make storm`: a 3-second outage under 70%
+// load, which backoff alone turns into seconds of overload.
+func Default() Scenario {
+	return Scenario{
+		Mode:           Open,
+		Clients:        200,
+		Rate:           700,
+		Capacity:       1000,
+		OutageStart:    1 * time.Second,
+		OutageEnd:      4 * time.Second,
+		Duration:       7 * time.Second,
+		RequestTimeout: 10 * time.Second,
+		CollapseFactor: 2,
+		CollapseAfter:  500 * time.Millisecond,
+		CollapseFor:    time.Second,
+		Window:         100 * time.Millisecond,
+		Params:         bench.Params{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second},
+		Seed:           1,
+	}
+}
+
+// Smoke is a short run of the default shape, small enough for CI: every
+// system in a few seconds in all.
+func Smoke() Scenario {
+	s := Default()
+	s.Clients = 20
+	s.Rate = 200
+	s.OutageStart = 200 * time.Millisecond
+	s.OutageEnd = 500 * time.Millisecond
+	s.Duration = 900 * time.Millisecond
+	s.RequestTimeout = 2 * time.Second
+	s.Params.MaxDelay = 200 * time.Millisecond
+	return s
+}
+
+// Validate reports a scenario that cannot run.
+func (s Scenario) Validate() error {
+	switch {
+	case s.Mode != Open && s.Mode != Closed && s.Mode != Collapse:
+		return fmt.Errorf("storm: unknown mode %q", s.Mode)
+	case s.Clients < 1:
+		return fmt.Errorf("storm: need at least one client")
+	case s.Rate <= 0 || s.Capacity <= 0:
+		return fmt.Errorf("storm: rate and capacity must be positive")
+	case s.Duration <= 0 || s.Window <= 0:
+		return fmt.Errorf("storm: duration and window must be positive")
+	case s.OutageEnd < s.OutageStart:
+		return fmt.Errorf("storm: outage ends before it starts")
+	case s.Mode == Collapse && (s.CollapseFactor <= 0 || s.CollapseAfter < s.Window):
+		return fmt.Errorf("storm: collapse needs a factor and a span of at least one window")
+	}
+	return nil
+}
+
+// burst resolves Burst.
+func (s Scenario) burst() float64 {
+	if s.Burst > 0 {
+		return s.Burst
+	}
+	return s.Capacity / 10
+}
+
+// perWindow is the server's capacity in one counting window.
+func (s Scenario) perWindow() float64 {
+	return s.Capacity * s.Window.Seconds()
+}

@@ -1,0 +1,60 @@
+package storm
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// WriteTable writes the results as a Markdown table, one row per system.
+func WriteTable(w io.Writer, res Results) {
+	fmt.Fprintf(w, "| system | load × overall | load × in outage | peak ÷ capacity | peak after outage ÷ capacity | back to 95%% after | down until | success | p50 | p99 | conns | sim lag |\n")
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, s := range res.Systems {
+		m := s.Metrics
+		rec := "never"
+		if m.Recovered {
+			rec = seconds(m.Recovery)
+		}
+		fmt.Fprintf(w, "| %s | %.2f× | %.2f× | %.2f× | %.2f× | %s | %s | %.1f%% | %s | %s | %d | %s |\n",
+			s.Name, m.Amplification, m.OutageAmplification, m.PeakRatio, m.PeakAfterRatio,
+			rec, seconds(m.DownUntil), 100*m.Success, millis(m.P50), millis(m.P99), m.Conns, millis(m.Lag))
+	}
+}
+
+// Describe writes one line that says what the scenario was.
+func Describe(w io.Writer, sc Scenario) {
+	fmt.Fprintf(w, "Mode %s, %d clients, %.0f req/s offered, capacity %.0f req/s (burst %.0f), outage %s–%s, "+
+		"arrivals for %s, request timeout %s, MaxRetries %d, base %s, cap %s, windows of %s, seed %d.",
+		sc.Mode, sc.Clients, sc.Rate, sc.Capacity, sc.burst(), seconds(sc.OutageStart), seconds(sc.OutageEnd),
+		seconds(sc.Duration), sc.RequestTimeout, sc.Params.MaxRetries, sc.Params.BaseDelay, sc.Params.MaxDelay, sc.Window, sc.Seed)
+	if sc.Mode == Collapse {
+		fmt.Fprintf(w, " Collapse: above %.1f× capacity over %s, down for %s.", sc.CollapseFactor, sc.CollapseAfter, sc.CollapseFor)
+	}
+	fmt.Fprintln(w)
+}
+
+// WriteCSV writes every window of every system, one row each.
+func WriteCSV(w io.Writer, res Results) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"system", "t_ms", "attempts", "served", "shed", "down", "arrivals", "succeeded", "failed"})
+	for _, s := range res.Systems {
+		for _, win := range s.Windows {
+			cw.Write([]string{s.Name, strconv.FormatInt(win.Start.Milliseconds(), 10),
+				strconv.Itoa(win.Attempts), strconv.Itoa(win.Served), strconv.Itoa(win.ShedCount), strconv.Itoa(win.DownCount),
+				strconv.Itoa(win.Arrivals), strconv.Itoa(win.Succeeded), strconv.Itoa(win.Failed)})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// seconds formats d as seconds with two decimals.
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// millis formats d as milliseconds.
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
