@@ -130,6 +130,12 @@ type Transport struct {
 	// retried up to Policy's limits.
 	NoBudget bool
 
+	// HostGate coordinates the retries of all requests to a failing host:
+	// they wait on one shared schedule and return at a pace the host can
+	// take (see HostGate). Its zero value is on with the default numbers;
+	// HostGate{Off: true} turns it off.
+	HostGate HostGate
+
 	stormPtr unsafe.Pointer // *stormState, built on first use; see storm
 }
 
@@ -172,6 +178,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		start = time.Now()
 	}
 	var prev time.Duration // the previous wait, for decorrelated jitter
+	var horizon time.Time  // no retry is waited for past it; see schedule
 	for n := 1; ; n++ {
 		// Clone: attempt n's own request and body.
 		a, err := t.newAttempt(req, &body, n)
@@ -192,9 +199,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		retry, reason := t.classify(req, resp, err)
 		if !retry {
+			if st.gates != nil && err == nil {
+				st.gates.ok(req.URL.Host, n == 1) // the host answered
+			}
 			return a.finish(resp, err, n, StopNotRetryable)
 		}
-		wait, stop := t.schedule(req, &body, resp, err, n, prev, start)
+		wait, held, stop := t.schedule(req, &body, resp, err, n, prev, start, &horizon)
 		if stop != StopNone {
 			t.giveUp(RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason, Stop: stop})
 			return a.finish(resp, err, n, stop)
@@ -208,47 +218,82 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 
 		// Wait.
-		if err := sleep(ctx, wait); err != nil {
+		if held.w != nil {
+			if stop := t.waitHeld(ctx, held); stop != StopNone {
+				return nil, t.heldGiveUp(ctx, req, n, err, reason, stop)
+			}
+		} else if err := sleep(ctx, wait); err != nil {
 			return nil, &Error{Attempts: n, Reason: StopCanceled, Err: err}
 		}
 		prev = wait
 	}
 }
 
-// schedule returns the wait before retry n, or why there is none. The
-// outcome is already known to be retryable.
-func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Response, err error, n int, prev time.Duration, start time.Time) (time.Duration, StopReason) {
+// schedule returns the wait before retry n, or why there is none; a retry
+// the host gate holds comes back as held, to be waited for with waitHeld.
+// The outcome is already known to be retryable. *horizon is set on the
+// first call: no held retry waits past it.
+func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Response, err error, n int, prev time.Duration, start time.Time, horizon *time.Time) (time.Duration, heldRetry, StopReason) {
+	now := time.Now()
+	var floor time.Duration // Retry-After, when hasFloor
+	hasFloor := false
+	if resp != nil && t.MaxRetryAfter >= 0 {
+		floor, hasFloor = parseRetryAfter(resp.Header, now)
+	}
+	// Storm control sees every retryable failure, also of a request that
+	// will not be retried: each tells that the host is failing.
+	st := t.storm()
+	var gate *hostGate
+	if st.gates != nil {
+		gate = st.gates.fail(req.URL.Host, now, n == 1, floor)
+	}
 	if !t.mayReplay(req, body, err) {
-		return 0, StopNotReplayable
+		return 0, heldRetry{}, StopNotReplayable
 	}
 	if n > t.Policy.retries() {
-		return 0, StopExhausted
+		return 0, heldRetry{}, StopExhausted
 	}
-	now := time.Now()
 	wait := t.Policy.Delay(n, prev, t.random())
-	if resp != nil && t.MaxRetryAfter >= 0 {
-		if floor, ok := parseRetryAfter(resp.Header, now); ok {
-			if floor > t.maxRetryAfter() {
-				return 0, StopRetryAfter
-			}
-			wait = max(wait, spreadUp(floor, t.random()))
+	if hasFloor {
+		if floor > t.maxRetryAfter() {
+			return 0, heldRetry{}, StopRetryAfter
 		}
+		wait = max(wait, spreadUp(floor, t.random()))
 	}
-	// Storm control (the retry budget, per-host schedules) decides here:
-	// it may refuse this retry or lengthen its wait, never touch a first
-	// attempt.
-	if deadline, ok := req.Context().Deadline(); ok && wait > deadline.Sub(now) {
-		return 0, StopDeadline
+	deadline, hasDeadline := req.Context().Deadline()
+	if hasDeadline && wait > deadline.Sub(now) {
+		return 0, heldRetry{}, StopDeadline
 	}
 	if t.MaxElapsed > 0 && wait > start.Add(t.MaxElapsed).Sub(now) {
-		return 0, StopMaxElapsed
+		return 0, heldRetry{}, StopMaxElapsed
 	}
-	// Charged last, so that a retry refused for another reason costs
-	// nothing.
-	if b := t.storm().budget; b != nil && !b.withdraw(now) {
-		return 0, StopBudget
+	// Storm control decides last, so that a retry refused for another
+	// reason costs nothing: the host gate may hold the retry (never a first
+	// attempt), the budget may refuse it.
+	if gate != nil {
+		if horizon.IsZero() {
+			*horizon = now.Add(retryHorizon(t.Policy))
+		}
+		limit := *horizon
+		if hasDeadline && deadline.Before(limit) {
+			limit = deadline
+		}
+		if t.MaxElapsed > 0 && start.Add(t.MaxElapsed).Before(limit) {
+			limit = start.Add(t.MaxElapsed)
+		}
+		w, refused := gate.join(now, now.Add(wait), limit)
+		if refused {
+			return 0, heldRetry{}, StopHostGate
+		}
+		if w != nil {
+			// Charged to the budget when the gate releases it.
+			return wait, heldRetry{gate: gate, w: w, sendAt: now.Add(wait), limit: limit, budget: st.budget}, StopNone
+		}
 	}
-	return wait, StopNone
+	if st.budget != nil && !st.budget.withdraw(now) {
+		return 0, heldRetry{}, StopBudget
+	}
+	return wait, heldRetry{}, StopNone
 }
 
 // mayReplay reports whether the request may be sent again after err.

@@ -1,0 +1,382 @@
+package httpretry
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of a HostGate whose fields are left at zero.
+const (
+	// DefaultReleaseShare is the most held retries released per first
+	// attempt that succeeds while a host recovers. A host that served its
+	// first attempts before it failed has, in the storm simulator's
+	// default scenario, 43% of spare capacity; 0.4 uses nearly all of it
+	// to drain the retries held during the outage, without tipping the
+	// host over again.
+	DefaultReleaseShare = 0.4
+	// DefaultGateQuiet is how long a host must go without a retryable
+	// failure, and without held retries, before its gate is removed and
+	// its requests pay nothing again.
+	DefaultGateQuiet = time.Second
+)
+
+// Tuning of the gate's slow start, as fractions of the release share.
+const (
+	gateStartShare = 0.5   // a recovering host starts at half the share...
+	gateGrowth     = 0.125 // ...grows by an eighth of it per success...
+	gateMinShare   = 0.125 // ...and is never halved below an eighth of it
+	gateFailStreak = 3     // this many failures in a row: the host is down again
+)
+
+// HostGate configures per-host coordination of retries. Its zero value is
+// on with the default numbers.
+//
+// After a retryable failure from a host, the retries of all the requests
+// to that host wait on one shared schedule instead of each probing the host
+// on its own. While the host is failing, first attempts still flow (they
+// are never gated or delayed) and tell whether it is back; only when none
+// arrive does one held retry go as a probe, at spacings that grow with
+// each failure like the Policy's backoff. A Retry-After from the host sets
+// the time before which no held retry goes. Once the host answers, held
+// retries are released oldest first at a pace tied to the host's own
+// successes: each first attempt that succeeds releases up to ReleaseShare
+// of a held retry. The share starts at half, grows with every success and
+// halves with every failure (slow start and backoff, as TCP does); three
+// failures in a row close the gate again. A held retry never waits past
+// its request's deadline, MaxElapsed, or its retry horizon (MaxRetries
+// times the Policy's cap); one that would returns with StopHostGate.
+//
+// Nothing is held or counted for a host that is not failing: a request to
+// such a host pays one atomic load. A waiting retry costs a timer, not a
+// goroutine.
+type HostGate struct {
+	// Off turns per-host coordination off: each request backs off on its
+	// own.
+	Off bool
+	// ReleaseShare is the most held retries released per successful first
+	// attempt while the host recovers. Zero or negative means
+	// DefaultReleaseShare.
+	ReleaseShare float64
+}
+
+// share resolves ReleaseShare.
+func (c HostGate) share() float64 {
+	if c.ReleaseShare <= 0 {
+		return DefaultReleaseShare
+	}
+	return c.ReleaseShare
+}
+
+// GateState is a snapshot of one host's gate, for metrics.
+type GateState struct {
+	// Host is the gated host, as in the request URL (host or host:port).
+	Host string
+	// Recovering is true once the host answers again and held retries are
+	// being released; false while it is failing.
+	Recovering bool
+	// Held is the number of retries waiting at the gate.
+	Held int
+	// Failures is the number of failed probe rounds since the host last
+	// answered.
+	Failures int
+	// Share is the current release share (recovering only).
+	Share float64
+	// NextProbe is the earliest time a held retry may probe a failing
+	// host, Retry-After included.
+	NextProbe time.Time
+}
+
+// gateWaiter is one held retry.
+type gateWaiter struct {
+	// ch is nudged (never closed) when the waiter should look at the gate
+	// again: it was released, or it became the oldest waiter.
+	ch       chan struct{}
+	released bool
+	queued   bool
+}
+
+// nudge wakes w without blocking; one pending nudge is enough.
+func (w *gateWaiter) nudge() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// hostGate is the state machine of one failing host. Every method takes
+// the time as a value, so tests drive it without a clock. Its mutex is
+// taken only by requests to a host that is failing or recovering.
+type hostGate struct {
+	mu      sync.Mutex
+	cfg     HostGate
+	spacing func(failures int) time.Duration // probe spacing after failures
+
+	recovering bool
+	retired    bool // removed from its gateSet; no longer used
+	failures   int
+	nextProbe  time.Time // failing: no probe before; recovering: idle probe
+	reopen     time.Time // Retry-After: nothing released before
+	lastFail   time.Time
+	share      float64
+	credit     float64
+	failStreak int
+	waiters    []*gateWaiter // oldest first
+}
+
+// newHostGate returns the gate of a host whose first failure is about to
+// be recorded at now.
+func newHostGate(cfg HostGate, spacing func(int) time.Duration, now time.Time) *hostGate {
+	return &hostGate{cfg: cfg, spacing: spacing, nextProbe: now, lastFail: now}
+}
+
+// fail records a retryable failure at now; first says whether it was a
+// first attempt, retryAfter > 0 is the host's Retry-After. While the host
+// is failing every retry sent is a probe, so its failure lengthens the
+// schedule; a first attempt does so when a probe was due, standing in for
+// it. A lone request's retries thus keep about their own backoff.
+func (g *hostGate) fail(now time.Time, first bool, retryAfter time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lastFail = now
+	if g.recovering {
+		g.failStreak++
+		g.share = max(g.share/2, gateMinShare*g.cfg.share())
+		g.credit = min(g.credit, g.share)
+		if g.failStreak >= gateFailStreak || retryAfter > 0 {
+			g.recovering, g.failures, g.credit = false, 1, 0
+			g.nextProbe = now.Add(g.spacing(1))
+		}
+	} else if !first || !now.Before(g.nextProbe) {
+		g.failures++
+		g.nextProbe = laterOf(g.nextProbe, now.Add(g.spacing(g.failures)))
+	}
+	if retryAfter > 0 {
+		g.reopen = laterOf(g.reopen, now.Add(retryAfter))
+		g.nextProbe = laterOf(g.nextProbe, g.reopen)
+	}
+}
+
+// ok records at now that the host answered (a response that is not
+// retryable); first says whether it was a first attempt. It reports whether
+// the gate may be retired: the host is quiet and nothing is held.
+func (g *hostGate) ok(now time.Time, first bool) (retire bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	share := g.cfg.share()
+	if !g.recovering {
+		g.recovering, g.failures, g.failStreak = true, 0, 0
+		g.share = gateStartShare * share
+		g.credit = g.share
+		g.nextProbe = now.Add(g.spacing(1))
+	} else {
+		g.failStreak = 0
+		g.share = min(g.share+gateGrowth*share, share)
+		if first {
+			// Fresh demand clocks the releases; a released retry's own
+			// success grows the share but releases nothing, or releases
+			// would feed on themselves.
+			g.credit += g.share
+		}
+	}
+	g.release(now)
+	g.credit = min(g.credit, 1) // no saving up while nothing is held
+	return len(g.waiters) == 0 && now.Sub(g.lastFail) >= DefaultGateQuiet
+}
+
+// release hands the available credit to the oldest waiters. g.mu is held.
+func (g *hostGate) release(now time.Time) {
+	if !g.recovering || now.Before(g.reopen) {
+		return
+	}
+	for g.credit >= 1 && len(g.waiters) > 0 {
+		g.credit--
+		g.pop(now)
+	}
+}
+
+// pop releases the oldest waiter and nudges the next one, which now keeps
+// the gate's clock. g.mu is held.
+func (g *hostGate) pop(now time.Time) {
+	w := g.waiters[0]
+	g.waiters[0] = nil
+	g.waiters = g.waiters[1:]
+	w.released, w.queued = true, false
+	w.nudge()
+	if len(g.waiters) > 0 {
+		g.waiters[0].nudge()
+	}
+	if g.recovering {
+		g.nextProbe = now.Add(g.spacing(1))
+	}
+}
+
+// join asks at now to send a retry at sendAt, after its own backoff. It
+// returns nil when the retry may go then; otherwise a waiter to wait with
+// (see poll); or refused when the gate cannot reopen by limit (a
+// Retry-After past it).
+func (g *hostGate) join(now, sendAt, limit time.Time) (w *gateWaiter, refused bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retired {
+		return nil, false
+	}
+	if g.reopen.After(limit) {
+		return nil, true
+	}
+	if len(g.waiters) == 0 && !sendAt.Before(g.reopen) {
+		switch {
+		case g.recovering && g.credit >= 1:
+			g.credit--
+			return nil, false
+		case !g.recovering && !sendAt.Before(g.nextProbe):
+			// The probe of this round; the next round starts after it.
+			g.nextProbe = sendAt.Add(g.spacing(max(g.failures, 1)))
+			return nil, false
+		}
+	}
+	w = &gateWaiter{ch: make(chan struct{}, 1), queued: true}
+	g.waiters = append(g.waiters, w)
+	return w, false
+}
+
+// poll looks at the gate for w at now: go reports that w may be sent;
+// otherwise w should look again at wake (zero: only when nudged). Only
+// the oldest waiter keeps the clock, so a probe round wakes one goroutine.
+func (g *hostGate) poll(now time.Time, w *gateWaiter) (send bool, wake time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w.released || g.retired {
+		return true, time.Time{}
+	}
+	g.release(now)
+	if w.released {
+		return true, time.Time{}
+	}
+	if len(g.waiters) == 0 || g.waiters[0] != w {
+		return false, time.Time{}
+	}
+	due := laterOf(g.nextProbe, g.reopen)
+	if now.Before(due) {
+		return false, due
+	}
+	// A probe: nothing else tells whether the host is back (failing), or no
+	// first attempt has released anyone for a while (recovering).
+	g.nextProbe = now.Add(g.spacing(max(g.failures, 1)))
+	g.pop(now)
+	return true, time.Time{}
+}
+
+// leave takes w out of the queue (its wait was cancelled or ran out). A
+// release it did not use goes back to the gate.
+func (g *hostGate) leave(now time.Time, w *gateWaiter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !w.queued {
+		return
+	}
+	for i, x := range g.waiters {
+		if x == w {
+			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+			if i == 0 && len(g.waiters) > 0 {
+				g.waiters[0].nudge()
+			}
+			break
+		}
+	}
+	w.queued = false
+	g.release(now)
+}
+
+// state returns a snapshot of the gate.
+func (g *hostGate) state(host string) GateState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GateState{Host: host, Recovering: g.recovering, Held: len(g.waiters),
+		Failures: g.failures, Share: g.share, NextProbe: laterOf(g.nextProbe, g.reopen)}
+}
+
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// gateSet holds the gates of a Transport's failing hosts. active counts
+// them, so that while no host fails a request reads one atomic and nothing
+// else.
+type gateSet struct {
+	cfg     HostGate
+	spacing func(int) time.Duration
+	active  atomic.Int32
+	mu      sync.RWMutex
+	m       map[string]*hostGate
+}
+
+// newGateSet returns an empty set whose gates space probes with spacing.
+func newGateSet(cfg HostGate, spacing func(int) time.Duration) *gateSet {
+	return &gateSet{cfg: cfg, spacing: spacing, m: map[string]*hostGate{}}
+}
+
+// fail records a retryable failure of host at now and returns its gate.
+func (s *gateSet) fail(host string, now time.Time, first bool, retryAfter time.Duration) *hostGate {
+	s.mu.Lock()
+	g := s.m[host]
+	if g == nil {
+		g = newHostGate(s.cfg, s.spacing, now)
+		s.m[host] = g
+		s.active.Add(1)
+	}
+	s.mu.Unlock()
+	g.fail(now, first, retryAfter)
+	return g
+}
+
+// ok records that host answered, when it has a gate; first attempts to
+// healthy hosts cost one atomic load.
+func (s *gateSet) ok(host string, first bool) {
+	if s.active.Load() == 0 {
+		return
+	}
+	s.mu.RLock()
+	g := s.m[host]
+	s.mu.RUnlock()
+	if g == nil {
+		return
+	}
+	now := time.Now()
+	if g.ok(now, first) {
+		s.retire(host, g, now)
+	}
+}
+
+// retire removes host's gate g once it is quiet and holds nothing.
+func (s *gateSet) retire(host string, g *hostGate, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s.m[host] != g || len(g.waiters) > 0 || now.Sub(g.lastFail) < DefaultGateQuiet {
+		return
+	}
+	g.retired = true
+	delete(s.m, host)
+	s.active.Add(-1)
+}
+
+// states returns a snapshot of every gate.
+func (s *gateSet) states() []GateState {
+	s.mu.RLock()
+	gates := make(map[string]*hostGate, len(s.m))
+	for h, g := range s.m {
+		gates[h] = g
+	}
+	s.mu.RUnlock()
+	out := make([]GateState, 0, len(gates))
+	for h, g := range gates {
+		out = append(out, g.state(h))
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package httpretry
+
+import (
+	"testing"
+	"time"
+)
+
+// testSpacing is a probe spacing of 100 ms per failure, so that tables
+// read in round numbers.
+func testSpacing(failures int) time.Duration { return time.Duration(failures) * 100 * time.Millisecond }
+
+func newTestGate(share float64) *hostGate {
+	g := newHostGate(HostGate{ReleaseShare: share}, testSpacing, t0)
+	g.fail(t0, true, 0)
+	return g
+}
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+var farLimit = t0.Add(time.Hour)
+
+func TestGateLoneRequestProbesOnItsOwnSchedule(t *testing.T) {
+	g := newTestGate(0)
+	// The first failure made the next probe due 100 ms later; a retry
+	// whose own backoff ends then goes without waiting.
+	if w, refused := g.join(at(0), at(100), farLimit); w != nil || refused {
+		t.Fatalf("first retry held: w=%v refused=%v", w, refused)
+	}
+	// Its failure lengthens the schedule: the next probe is due 200 ms on.
+	g.fail(at(100), false, 0)
+	if st := g.state("h"); st.Failures != 2 || !st.NextProbe.Equal(at(300)) {
+		t.Fatalf("after a failed probe: %+v", st)
+	}
+	if w, _ := g.join(at(100), at(300), farLimit); w != nil {
+		t.Fatal("a retry whose backoff ends at the due time was held")
+	}
+}
+
+func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
+	g := newTestGate(0)
+	probe, _ := g.join(at(0), at(100), farLimit)
+	if probe != nil {
+		t.Fatal("the round's probe was held")
+	}
+	var held []*gateWaiter
+	for range 5 {
+		w, refused := g.join(at(10), at(150), farLimit)
+		if w == nil || refused {
+			t.Fatalf("a second retry in the same round was not held")
+		}
+		held = append(held, w)
+	}
+	// The oldest keeps the clock; the others sleep until nudged.
+	send, wake := g.poll(at(150), held[0])
+	if send || !wake.Equal(at(200)) {
+		t.Fatalf("oldest: send=%v wake=%v, want a wake at the next round", send, wake)
+	}
+	if send, wake := g.poll(at(150), held[1]); send || !wake.IsZero() {
+		t.Fatalf("second: send=%v wake=%v, want to sleep until nudged", send, wake)
+	}
+	// Fresh first attempts keep failing after the round is due: they stand
+	// in for the probe and push the schedule out.
+	g.fail(at(200), true, 0)
+	if send, wake := g.poll(at(200), held[0]); send || !wake.After(at(200)) {
+		t.Fatalf("a failing first attempt did not stand in for the probe: send=%v wake=%v", send, wake)
+	}
+	// No first attempt at the next due time: the oldest goes as the probe,
+	// the next one takes over the clock.
+	_, wake = g.poll(at(200), held[0])
+	if send, _ := g.poll(wake, held[0]); !send {
+		t.Fatal("no probe went when none stood in")
+	}
+	select {
+	case <-held[1].ch:
+	default:
+		t.Fatal("the new oldest waiter was not nudged")
+	}
+	if send, _ := g.poll(wake, held[1]); send {
+		t.Fatal("two probes in one round")
+	}
+}
+
+func TestGateReleasesAtTheShareOfFirstSuccesses(t *testing.T) {
+	g := newTestGate(0.4)
+	var held []*gateWaiter
+	g.join(at(0), at(100), farLimit) // the first round's probe
+	for range 20 {
+		w, _ := g.join(at(1), at(1), farLimit)
+		held = append(held, w)
+	}
+	released := func() (n int) {
+		for _, w := range held {
+			if w.released {
+				n++
+			}
+		}
+		return n
+	}
+	// The host answers: the share starts at half (0.2) and grows by 0.05
+	// per success up to 0.4.
+	g.ok(at(10), true)
+	if n := released(); n != 0 {
+		t.Fatalf("%d released at once on recovery, want 0: never all at once", n)
+	}
+	for i := range 10 {
+		g.ok(at(11+i), true)
+	}
+	// credit: 0.2, then +0.25 +0.3 +0.35 +0.4×7 = 3.9: 3 released.
+	if n := released(); n != 3 {
+		t.Fatalf("released %d after 11 first successes, want 3", n)
+	}
+	for i, w := range held {
+		if w.released != (i < 3) {
+			t.Fatalf("release out of order at %d", i)
+		}
+	}
+	// A released retry's own success releases nothing more.
+	g.ok(at(30), false)
+	if n := released(); n != 3 {
+		t.Fatalf("a retry's success released another: %d", n)
+	}
+	// A failure halves the share (0.4 → 0.2).
+	g.fail(at(31), false, 0)
+	if st := g.state("h"); st.Share != 0.2 || !st.Recovering {
+		t.Fatalf("after one failure while recovering: %+v", st)
+	}
+	// Three in a row: the host is down again.
+	g.fail(at(32), true, 0)
+	g.fail(at(33), true, 0)
+	if st := g.state("h"); st.Recovering {
+		t.Fatalf("three failures in a row did not close the gate: %+v", st)
+	}
+	g.ok(at(40), true)
+	g.ok(at(41), true)
+	if n := released(); n != 3 {
+		t.Fatalf("%d released right after the gate closed and reopened, want 3", n)
+	}
+}
+
+func TestGateRetryAfterSetsTheReopeningForEveryone(t *testing.T) {
+	g := newTestGate(0)
+	g.join(at(0), at(100), farLimit) // probe
+	w, _ := g.join(at(0), at(10), farLimit)
+	g.fail(at(0), false, 2*time.Second)
+	// A retry whose limit comes before the reopening is refused at once.
+	if w2, refused := g.join(at(1), at(10), at(1500)); w2 != nil || !refused {
+		t.Fatalf("a retry that cannot outlast the Retry-After was not refused")
+	}
+	if send, wake := g.poll(at(100), w); send || !wake.Equal(at(2000)) {
+		t.Fatalf("oldest before Retry-After: send=%v wake=%v, want 2s", send, wake)
+	}
+	// A first attempt succeeding early does not release anyone before it.
+	for i := range 10 {
+		g.ok(at(500+i), true)
+	}
+	if w.released {
+		t.Fatal("released before the Retry-After time")
+	}
+	if send, _ := g.poll(at(2000), w); !send {
+		t.Fatal("not released at the Retry-After time")
+	}
+}
+
+func TestGateLeaveNudgesTheNextAndKeepsOrder(t *testing.T) {
+	g := newTestGate(0)
+	g.join(at(0), at(100), farLimit) // probe
+	a, _ := g.join(at(0), at(0), farLimit)
+	b, _ := g.join(at(0), at(0), farLimit)
+	g.leave(at(5), a)
+	select {
+	case <-b.ch:
+	default:
+		t.Fatal("the new oldest waiter was not nudged")
+	}
+	if st := g.state("h"); st.Held != 1 {
+		t.Fatalf("held %d, want 1", st.Held)
+	}
+	g.leave(at(6), a) // twice: no effect
+	if st := g.state("h"); st.Held != 1 {
+		t.Fatalf("held %d after a second leave, want 1", st.Held)
+	}
+}
+
+func TestGateRetiresWhenQuiet(t *testing.T) {
+	g := newTestGate(0)
+	if g.ok(at(10), true) {
+		t.Fatal("retired right after a failure")
+	}
+	if !g.ok(t0.Add(DefaultGateQuiet), true) {
+		t.Fatal("not retired after a quiet period with nothing held")
+	}
+}
+
+func TestGateSetCostsNothingWhileNoHostFails(t *testing.T) {
+	s := newGateSet(HostGate{}, testSpacing)
+	s.ok("a", true) // no gate: nothing to do
+	if s.active.Load() != 0 {
+		t.Fatal("a gate appeared without a failure")
+	}
+	g := s.fail("a", t0, true, 0)
+	if s.active.Load() != 1 || len(s.states()) != 1 {
+		t.Fatal("the failing host has no gate")
+	}
+	g.ok(t0.Add(DefaultGateQuiet), true)
+	s.retire("a", g, t0.Add(DefaultGateQuiet))
+	if s.active.Load() != 0 || len(s.states()) != 0 {
+		t.Fatal("the quiet gate was not removed")
+	}
+	if w, _ := g.join(t0, t0, farLimit); w != nil {
+		t.Fatal("a retired gate held a retry")
+	}
+}
