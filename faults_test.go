@@ -90,13 +90,13 @@ func (c *relConn) Close() error {
 
 // relReset closes c with an RST instead of a FIN.
 func relReset(c net.Conn) {
-	for {
-		switch x := c.(type) {
+	for inner := c; ; {
+		switch x := inner.(type) {
 		case *relConn:
-			c = x.Conn
+			inner = x.Conn
 			continue
 		case *tls.Conn:
-			c = x.NetConn()
+			inner = x.NetConn()
 			continue
 		case *net.TCPConn:
 			x.SetLinger(0)
@@ -227,6 +227,7 @@ func relReadOK(t *testing.T, resp *http.Response, err error, want string) {
 }
 
 func TestFaultResetBeforeResponse(t *testing.T) {
+	relNoLeaks(t)
 	srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
 		io.Copy(io.Discard, req.Body)
 		if req.Header.Get("X-Fail") == "always" || n == 1 {
@@ -276,6 +277,7 @@ func TestFaultResetBeforeResponse(t *testing.T) {
 // server that sends garbage without matching error strings: that is
 // returned after one attempt, as a not-retryable error.
 func TestFaultResetMidHeaders(t *testing.T) {
+	relNoLeaks(t)
 	for _, tc := range []struct {
 		cut     string
 		retried bool
@@ -327,6 +329,7 @@ func TestFaultResetMidHeaders(t *testing.T) {
 // TestFaultCloseMidBody: once a body is handed to the caller, a broken
 // connection is the caller's read error, and nothing is sent again.
 func TestFaultCloseMidBody(t *testing.T) {
+	relNoLeaks(t)
 	const full = 1000
 	prefix := strings.Repeat("p", 100)
 	for _, tc := range []struct {
@@ -377,6 +380,7 @@ func TestFaultCloseMidBody(t *testing.T) {
 // TestFaultSlowHeaders: headers slower than AttemptTimeout fail the attempt
 // and are retried; a slow body after prompt headers is not cut.
 func TestFaultSlowHeaders(t *testing.T) {
+	relNoLeaks(t)
 	var slow atomic.Int32 // requests to hold back
 	var reqs atomic.Int32
 	var handlers sync.WaitGroup
@@ -444,6 +448,7 @@ func TestFaultSlowHeaders(t *testing.T) {
 // large request body, through net/http and by hand (closing with the body
 // unread, which resets the connection under the client's writes).
 func TestFaultServerIgnoresBody(t *testing.T) {
+	relNoLeaks(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 48<<10) // 768 KiB
 	sum := sha256.Sum256(payload)
 	want := hex.EncodeToString(sum[:])
@@ -499,6 +504,7 @@ func TestFaultServerIgnoresBody(t *testing.T) {
 // TestFaultRefusedThenUp: connection refused is retried for every method,
 // and the server coming up on the same port gets the POST exactly once.
 func TestFaultRefusedThenUp(t *testing.T) {
+	relNoLeaks(t)
 	probe := relListen(t, "127.0.0.1:0")
 	addr := probe.Addr().String()
 	probe.Close()
@@ -544,6 +550,7 @@ func TestFaultRefusedThenUp(t *testing.T) {
 // TestFaultHugeErrorBody: a 100 MB body on a retried 503 is not downloaded:
 // the drain stops after a few KiB and the connection is closed instead.
 func TestFaultHugeErrorBody(t *testing.T) {
+	relNoLeaks(t)
 	const huge = 100 << 20
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
@@ -717,6 +724,7 @@ func (s *relH2Server) serveConn(c net.Conn, onStream func(int, uint32, io.Writer
 }
 
 func TestFaultHTTP2GoAway(t *testing.T) {
+	relNoLeaks(t)
 	// GOAWAY naming the stream as possibly processed, then the connection
 	// closes: net/http returns its GoAwayError, which only httpretry retries,
 	// and only for a replayable request.
@@ -752,6 +760,7 @@ func TestFaultHTTP2GoAway(t *testing.T) {
 }
 
 func TestFaultHTTP2RefusedStream(t *testing.T) {
+	relNoLeaks(t)
 	// REFUSED_STREAM before any response: the stream was not processed.
 	// net/http's HTTP/2 transport replays it itself through the GetBody the
 	// Transport gives its clones, so even a buffered POST arrives whole.
@@ -805,6 +814,7 @@ func TestFaultHTTP2RefusedStream(t *testing.T) {
 // TestFaultAttemptTimeoutKeepsConnections: attempts cut by AttemptTimeout
 // leave no connection behind once the client's idle ones are closed.
 func TestFaultAttemptTimeoutKeepsConnections(t *testing.T) {
+	relNoLeaks(t)
 	srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
 		io.Copy(io.Discard, req.Body)
 		if n <= 3 {
