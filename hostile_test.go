@@ -95,6 +95,12 @@ func relCheckPattern(b []byte) int {
 	return -1
 }
 
+// relRunFake runs a subtest in a synctest bubble: waits between retries,
+// the Policy's and the host gate's, pass on the fake clock.
+func relRunFake(t *testing.T, name string, f func(t *testing.T)) {
+	t.Run(name, func(t *testing.T) { synctest.Test(t, f) })
+}
+
 func relNewRequest(t *testing.T, ctx context.Context, method string, body io.Reader) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, "http://example.invalid/x", body)
@@ -389,7 +395,7 @@ func TestHostileBase(t *testing.T) {
 			t.Errorf("calls = %d, want 1", calls)
 		}
 	})
-	t.Run("response and error", func(t *testing.T) {
+	relRunFake(t, "response and error", func(t *testing.T) {
 		var first *relTrackedBody
 		var calls int
 		tr := &Transport{Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
@@ -430,7 +436,7 @@ func TestHostileBase(t *testing.T) {
 			t.Error("the response that came with an error was not closed")
 		}
 	})
-	t.Run("retried response with nil body and nil header", func(t *testing.T) {
+	relRunFake(t, "retried response with nil body and nil header", func(t *testing.T) {
 		var calls int
 		tr := &Transport{Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
 			calls++
@@ -574,7 +580,7 @@ func TestHostileRequests(t *testing.T) {
 			t.Errorf("body closed %d times, want 1", body.closes.Load())
 		}
 	})
-	t.Run("GetBody fails on rewind", func(t *testing.T) {
+	relRunFake(t, "GetBody fails on rewind", func(t *testing.T) {
 		rewindErr := errors.New("gone")
 		req := relNewRequest(t, context.Background(), "PUT", strings.NewReader("abc"))
 		req.GetBody = func() (io.ReadCloser, error) { return nil, rewindErr }
@@ -622,7 +628,7 @@ func TestHostileRequests(t *testing.T) {
 			}
 		})
 	})
-	t.Run("caller's request is not modified", func(t *testing.T) {
+	relRunFake(t, "caller's request is not modified", func(t *testing.T) {
 		body := newRelBody(strings.NewReader("abc"))
 		req := relNewRequest(t, context.Background(), "PUT", body)
 		req.Header.Set("X-A", "1")
