@@ -24,6 +24,11 @@ const (
 	maxChunk   = 32 << 10
 )
 
+// maxHintChunk bounds the one allocation made for a body of declared
+// length, so that a ContentLength near the largest int64 under a huge
+// MaxBufferedBody costs no more than this before a byte is read.
+const maxHintChunk = 64 << 20
+
 // bodyKind says how each attempt gets its request body.
 type bodyKind int
 
@@ -84,10 +89,14 @@ func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, err error) {
 	next := int64(firstChunk)
 	if hint > 0 {
-		next = hint + 1 // one byte more, to see EOF or a longer body in one read
+		next = min(hint, maxHintChunk) + 1 // one byte more, to see EOF or a longer body in one read
 	}
 	for size <= limit {
-		buf := make([]byte, min(next, limit+1-size))
+		want := next
+		if left := limit - size; left < want {
+			want = left + 1 // one byte past the limit shows an over-limit body; never overflows
+		}
+		buf := make([]byte, want)
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
 			chunks = append(chunks, buf[:n])
@@ -100,7 +109,7 @@ func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, er
 		default:
 			return nil, 0, err
 		}
-		next = min(next*2, maxChunk)
+		next = min(next, maxChunk/2) * 2
 	}
 	return chunks, size, nil
 }

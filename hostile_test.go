@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -684,4 +686,58 @@ func TestHostileRequests(t *testing.T) {
 			t.Fatalf("read %d bytes, first bad at %d", n, relCheckPattern(head[:n]))
 		}
 	})
+}
+
+// TestHostileHugeBufferLimit: MaxBufferedBody at the largest int64 ("buffer
+// anything") with bodies of unknown, lying and absurd declared lengths:
+// no panic, no allocation of the declared size, every byte replayed.
+func TestHostileHugeBufferLimit(t *testing.T) {
+	payload := bytes.Repeat([]byte("0123456789"), 300_000) // 3 MB, over the default limit
+	for _, tc := range []struct {
+		name string
+		body []byte
+		cl   int64
+	}{
+		{"unknown length", []byte("hello"), 0},
+		{"declared longer than sent", []byte("hello"), 5000},
+		{"declared as the largest int64", []byte("hello"), math.MaxInt64},
+		{"3 MB of unknown length", payload, 0},
+		{"3 MB declared", payload, int64(len(payload))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent [][]byte
+			tr := &Transport{
+				MaxBufferedBody: math.MaxInt64,
+				Policy:          Policy{MaxRetries: 1, BaseDelay: -1},
+				HostGate:        HostGate{Off: true},
+				Base: relRT(func(r *http.Request) (*http.Response, error) {
+					b, _ := io.ReadAll(r.Body)
+					r.Body.Close()
+					sent = append(sent, b)
+					resp, _ := relResponse(503, "")
+					return resp, nil
+				}),
+			}
+			body := newRelBody(bytes.NewReader(tc.body))
+			req := relNewRequest(t, context.Background(), "PUT", body)
+			req.ContentLength = tc.cl
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			resp, err := tr.RoundTrip(req)
+			runtime.ReadMemStats(&m1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if len(sent) != 2 || !bytes.Equal(sent[0], tc.body) || !bytes.Equal(sent[1], tc.body) {
+				t.Fatalf("%d attempts; want 2, each with the %d-byte body", len(sent), len(tc.body))
+			}
+			if grown := m1.TotalAlloc - m0.TotalAlloc; grown > 256<<20 {
+				t.Errorf("allocated %d MB for a %d-byte body", grown>>20, len(tc.body))
+			}
+			if body.closes.Load() != 1 {
+				t.Errorf("body closed %d times, want 1", body.closes.Load())
+			}
+		})
+	}
 }
