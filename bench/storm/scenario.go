@@ -99,11 +99,11 @@ func Smoke() Scenario {
 	s := Default()
 	s.Clients = 20
 	s.Rate = 200
-	s.OutageStart = 200 * time.Millisecond
-	s.OutageEnd = 500 * time.Millisecond
-	s.Duration = 900 * time.Millisecond
-	s.RequestTimeout = 2 * time.Second
-	s.Params.MaxDelay = 200 * time.Millisecond
+	s.OutageStart = 150 * time.Millisecond
+	s.OutageEnd = 350 * time.Millisecond
+	s.Duration = 500 * time.Millisecond
+	s.RequestTimeout = time.Second
+	s.Params.MaxDelay = 100 * time.Millisecond
 	return s
 }
 

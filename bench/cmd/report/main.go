@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/httpretry/httpretry/bench"
@@ -25,19 +26,21 @@ func main() {
 	rounds := flag.Int("rounds", 11, "interleaved rounds of the success-path benchmarks")
 	benchtime := flag.String("benchtime", "100ms", "time per system per round")
 	out := flag.String("out", "RESULTS.md", "the report to write")
+	charts := flag.String("charts", "results", "directory for the storm charts and CSVs, relative to the report")
+	skipStorm := flag.Bool("no-storm", false, "skip the storm scenarios")
 	flag.Parse()
 	if err := flag.Set("test.benchtime", *benchtime); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(2)
 	}
-	if err := run(*rounds, *benchtime, *out); err != nil {
+	if err := run(*rounds, *benchtime, *out, *charts, !*skipStorm); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
 // run measures everything and writes the report.
-func run(rounds int, benchtime, out string) error {
+func run(rounds int, benchtime, out, charts string, storms bool) error {
 	var md bytes.Buffer
 	writeHeader(&md, rounds, benchtime)
 	big, err := runBigBodies(bench.Systems)
@@ -47,5 +50,10 @@ func run(rounds int, benchtime, out string) error {
 	cases := runRounds(bench.Systems, rounds)
 	writeCases(&md, cases)
 	writeBig(&md, big)
+	if storms {
+		if err := runStorms(&md, bench.Systems, filepath.Join(filepath.Dir(out), charts), charts); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(out, md.Bytes(), 0o644)
 }

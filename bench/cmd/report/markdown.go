@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -20,7 +21,8 @@ func writeHeader(w io.Writer, rounds int, benchtime string) {
 	fmt.Fprintf(w, "- Machine: %d CPUs, %s; shared with other work while it ran, so times are noisy: "+
 		"each round measures every system (in a rotated order), and a ratio is taken within a round; "+
 		"the tables show medians over %d rounds of %s per measurement.\n", runtime.NumCPU(), cpuModel(), rounds, benchtime)
-	fmt.Fprintf(w, "- Modules: %s\n\n", moduleVersions())
+	fmt.Fprintf(w, "- Modules: %s\n", moduleVersions())
+	fmt.Fprintf(w, "- httpretry: the working tree of commit %s\n\n", libraryCommit())
 }
 
 // cpuModel returns the CPU's model name, when the system tells it.
@@ -37,6 +39,15 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// libraryCommit is the repository's commit, as git tells it.
+func libraryCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // moduleVersions lists the compared libraries' versions from the build.

@@ -51,7 +51,13 @@ func main() {
 	storm.Describe(os.Stdout, sc)
 	fmt.Println()
 	storm.WriteTable(os.Stdout, res)
-	if *out != "" && !*smoke {
+	if *smoke {
+		if err := sane(res); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if *out != "" {
 		if err := write(*out, res); err != nil {
 			fail(err)
 		}
@@ -74,7 +80,34 @@ func write(dir string, res storm.Results) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Printf("\nwrote %s\n", filepath.Join(dir, "storm.csv"))
+	png, err := os.Create(filepath.Join(dir, "storm.png"))
+	if err != nil {
+		return err
+	}
+	if err := storm.WriteChart(png, res); err != nil {
+		png.Close()
+		return err
+	}
+	if err := png.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s and %s\n", filepath.Join(dir, "storm.csv"), filepath.Join(dir, "storm.png"))
+	return nil
+}
+
+// sane checks what any correct run shows, so that the smoke run fails
+// when the simulator breaks: every system sent requests and got some
+// through, and a system without retries sent each request once.
+func sane(res storm.Results) error {
+	for _, s := range res.Systems {
+		m := s.Metrics
+		switch {
+		case m.Requests == 0 || m.Success == 0:
+			return fmt.Errorf("%s: %d requests, %.0f%% success", s.Name, m.Requests, 100*m.Success)
+		case s.Name == "bare" && m.Attempts != m.Requests:
+			return fmt.Errorf("bare: %d attempts for %d requests", m.Attempts, m.Requests)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,166 @@
+package storm
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// Chart sizes: the overview on top, then one panel per system, two abreast.
+const (
+	chartWidth  = 12 * vg.Inch
+	topHeight   = 4.5 * vg.Inch
+	panelHeight = 2.6 * vg.Inch
+)
+
+var (
+	outageFill = color.NRGBA{R: 255, G: 190, B: 190, A: 110}
+	capColor   = color.Black
+)
+
+// WriteChart draws the results as a PNG: on top, the attempts per window of
+// every system over time against the server's capacity, the outage shaded;
+// below, one panel per system of its attempts against the ones served.
+func WriteChart(w io.Writer, res Results) error {
+	rows := (len(res.Systems) + 1) / 2
+	height := topHeight + vg.Length(rows)*panelHeight
+	img := vgimg.New(chartWidth, height)
+	dc := draw.New(img)
+
+	top, err := overview(res)
+	if err != nil {
+		return err
+	}
+	top.Draw(draw.Crop(dc, 0, 0, vg.Length(rows)*panelHeight, 0))
+
+	panels := make([][]*plot.Plot, rows)
+	for i := range panels {
+		panels[i] = make([]*plot.Plot, 2)
+	}
+	for i, s := range res.Systems {
+		p, err := panel(res.Scenario, s, i)
+		if err != nil {
+			return err
+		}
+		panels[i/2][i%2] = p
+	}
+	tiles := draw.Tiles{Rows: rows, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 4}
+	bottom := draw.Crop(dc, 0, 0, 0, -topHeight)
+	canvases := plot.Align(panels, tiles, bottom)
+	for i := range panels {
+		for j, p := range panels[i] {
+			if p != nil {
+				p.Draw(canvases[i][j])
+			}
+		}
+	}
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// overview is the top plot: every system's attempts per window.
+func overview(res Results) (*plot.Plot, error) {
+	sc := res.Scenario
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Attempts per %s at the server (%s loop, %d clients, %.0f req/s offered, outage shaded)",
+		sc.Window, sc.Mode, sc.Clients, sc.Rate)
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = fmt.Sprintf("attempts per %s", sc.Window)
+	p.Legend.Top = true
+	ymax, xmax := sc.perWindow(), sc.Duration.Seconds()
+	for _, s := range res.Systems {
+		for _, w := range s.Windows {
+			ymax = max(ymax, float64(w.Attempts))
+			xmax = max(xmax, (w.Start + sc.Window).Seconds())
+		}
+	}
+	if err := decorate(p, sc, ymax, xmax); err != nil {
+		return nil, err
+	}
+	for i, s := range res.Systems {
+		l, err := plotter.NewLine(series(sc, s.Windows, func(w Window) int { return w.Attempts }))
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+	}
+	return p, nil
+}
+
+// panel is one system's plot: its attempts and the ones served.
+func panel(sc Scenario, s SystemResult, i int) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = s.Name
+	p.X.Label.Text = "time (s)"
+	p.Legend.Top = true
+	ymax, xmax := sc.perWindow(), sc.Duration.Seconds()
+	for _, w := range s.Windows {
+		ymax = max(ymax, float64(w.Attempts))
+		xmax = max(xmax, (w.Start + sc.Window).Seconds())
+	}
+	if err := decorate(p, sc, ymax, xmax); err != nil {
+		return nil, err
+	}
+	att, err := plotter.NewLine(series(sc, s.Windows, func(w Window) int { return w.Attempts }))
+	if err != nil {
+		return nil, err
+	}
+	att.Color = plotutil.Color(i)
+	att.Width = vg.Points(1.2)
+	ok, err := plotter.NewLine(series(sc, s.Windows, func(w Window) int { return w.Served }))
+	if err != nil {
+		return nil, err
+	}
+	ok.Color = color.RGBA{G: 130, A: 255}
+	ok.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
+	p.Add(att, ok)
+	p.Legend.Add("attempts", att)
+	p.Legend.Add("served (200)", ok)
+	return p, nil
+}
+
+// decorate adds the outage's shading and the capacity line, and fixes the
+// axes so that every panel reads alike.
+func decorate(p *plot.Plot, sc Scenario, ymax, xmax float64) error {
+	ymax *= 1.1
+	p.Y.Min, p.Y.Max = 0, ymax
+	p.X.Min, p.X.Max = 0, xmax
+	if sc.OutageEnd > sc.OutageStart {
+		a, b := sc.OutageStart.Seconds(), sc.OutageEnd.Seconds()
+		shade, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: 0}, {X: b, Y: 0}, {X: b, Y: ymax}, {X: a, Y: ymax}})
+		if err != nil {
+			return err
+		}
+		shade.Color = outageFill
+		shade.LineStyle.Width = 0
+		p.Add(shade)
+	}
+	c, err := plotter.NewLine(plotter.XYs{{X: 0, Y: sc.perWindow()}, {X: xmax, Y: sc.perWindow()}})
+	if err != nil {
+		return err
+	}
+	c.Color = capColor
+	c.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+	p.Add(c)
+	p.Legend.Add("capacity", c)
+	return nil
+}
+
+// series turns windows into points at each window's middle.
+func series(sc Scenario, windows []Window, y func(Window) int) plotter.XYs {
+	xys := make(plotter.XYs, len(windows))
+	for i, w := range windows {
+		xys[i] = plotter.XY{X: (w.Start + sc.Window/2).Seconds(), Y: float64(y(w))}
+	}
+	return xys
+}
