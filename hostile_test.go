@@ -741,3 +741,91 @@ func TestHostileHugeBufferLimit(t *testing.T) {
 		})
 	}
 }
+
+// relCtxBody is a response body that, like net/http's, fails once its
+// request's context is done.
+type relCtxBody struct {
+	ctx  context.Context
+	left int
+}
+
+func (b *relCtxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	b.left--
+	p[0] = 'x'
+	return 1, nil
+}
+
+func (b *relCtxBody) Close() error { return nil }
+
+// TestHostileResponseAfterAttemptTimeout: a response that comes back after
+// the attempt's timeout fired (a base that does not watch its context, or
+// headers arriving just as the timer fires) has a body already cut off. It
+// counts as an attempt timeout and is retried, never handed to the caller.
+func TestHostileResponseAfterAttemptTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration // of the first attempt's response
+		runs  int
+	}{
+		{"late base", 80 * time.Millisecond, 1},
+		{"headers as the timer fires", 50 * time.Millisecond, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range tc.runs {
+				synctest.Test(t, func(t *testing.T) {
+					var calls atomic.Int32
+					var reasons []string
+					tr := &Transport{
+						AttemptTimeout: 50 * time.Millisecond,
+						Policy:         Policy{MaxRetries: 1, BaseDelay: -1},
+						HostGate:       HostGate{Off: true},
+						OnRetry:        func(e RetryEvent) { reasons = append(reasons, e.Reason) },
+						Base: relRT(func(r *http.Request) (*http.Response, error) {
+							if calls.Add(1) == 1 {
+								time.Sleep(tc.delay) // ignores r.Context()
+							}
+							return &http.Response{StatusCode: 200, Body: &relCtxBody{ctx: r.Context(), left: 3}}, nil
+						}),
+					}
+					resp, err := tr.RoundTrip(relNewRequest(t, context.Background(), "GET", nil))
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, rerr := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if rerr != nil || string(b) != "xxx" {
+						t.Fatalf("body %q, read error %v: a response whose attempt had timed out was returned", b, rerr)
+					}
+					late := tc.delay > tr.AttemptTimeout // in a tie either may win, never a dead body
+					if (late || calls.Load() != 1) && (calls.Load() != 2 || len(reasons) != 1 || reasons[0] != "attempt timeout") {
+						t.Fatalf("%d attempts, retry reasons %q; want 2 after an attempt timeout", calls.Load(), reasons)
+					}
+				})
+			}
+		})
+	}
+	t.Run("last attempt late", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tr := &Transport{
+				AttemptTimeout: 50 * time.Millisecond,
+				Policy:         Policy{MaxRetries: NoRetries},
+				Base: relRT(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(80 * time.Millisecond)
+					resp, _ := relResponse(200, "late")
+					return resp, nil
+				}),
+			}
+			resp, err := tr.RoundTrip(relNewRequest(t, context.Background(), "GET", nil))
+			var e *Error
+			if resp != nil || !errors.As(err, &e) || e.Attempts != 1 || !errors.Is(err, ErrAttemptTimeout) {
+				t.Fatalf("resp %v, err %v; want an *Error wrapping ErrAttemptTimeout", resp, err)
+			}
+		})
+	})
+}

@@ -329,7 +329,12 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 	case err == nil && resp == nil:
 		err = errNilResponse
 	}
-	if err != nil && a.timedOut() {
+	if a.timedOut() {
+		if resp != nil {
+			// The timeout fired as the headers came: the body is cut off.
+			discard(resp)
+			return nil, ErrAttemptTimeout
+		}
 		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
 	}
 	return resp, err
