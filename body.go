@@ -237,9 +237,10 @@ func PeekBody(resp *http.Response, n int) ([]byte, error) {
 	if resp == nil || resp.Body == nil || n <= 0 {
 		return nil, nil
 	}
-	buf := make([]byte, n)
-	got, err := io.ReadFull(resp.Body, buf)
-	buf = buf[:got]
+	// Grown as bytes arrive: n may come from a server's Content-Length.
+	var b bytes.Buffer
+	_, err := io.CopyN(&b, resp.Body, int64(n))
+	buf := b.Bytes()
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		err = nil
 	}

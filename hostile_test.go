@@ -829,3 +829,34 @@ func TestHostileResponseAfterAttemptTimeout(t *testing.T) {
 		})
 	})
 }
+
+// TestHostilePeekBodyHugeN: PeekBody with a size from a hostile place (a
+// server's Content-Length, say) allocates for the bytes that arrive, not
+// for n, and never panics.
+func TestHostilePeekBodyHugeN(t *testing.T) {
+	for _, n := range []int{math.MaxInt, 1 << 40, 1 << 30} {
+		resp, _ := relResponse(503, `{"error":"try_again"}`)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		var peek []byte
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("PeekBody(resp, %d) panicked: %v", n, r)
+				}
+			}()
+			peek, err = PeekBody(resp, n)
+		}()
+		runtime.ReadMemStats(&m1)
+		if err != nil || string(peek) != `{"error":"try_again"}` {
+			t.Fatalf("PeekBody(resp, %d) = %q, %v", n, peek, err)
+		}
+		if grown := m1.TotalAlloc - m0.TotalAlloc; grown > 1<<20 {
+			t.Errorf("PeekBody(resp, %d) allocated %d bytes for a 21-byte body", n, grown)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != `{"error":"try_again"}` {
+			t.Errorf("body after the peek: %q", b)
+		}
+	}
+}
