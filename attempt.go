@@ -66,10 +66,10 @@ func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (att
 }
 
 // stopTimer ends the attempt's timeout once its response headers are in.
-func (a attempt) stopTimer() {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
+// fired reports that the timeout had already fired: its cancel may still
+// be on its way, so the attempt's context cannot be trusted to show it yet.
+func (a attempt) stopTimer() (fired bool) {
+	return a.timer != nil && !a.timer.Stop()
 }
 
 // timedOut reports whether the attempt's own timeout ended it.

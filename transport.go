@@ -321,7 +321,7 @@ func (t *Transport) classify(req *http.Request, resp *http.Response, err error) 
 // contract: exactly one of the response and the error is non-nil.
 func (t *Transport) send(a attempt) (*http.Response, error) {
 	resp, err := t.base().RoundTrip(a.req)
-	a.stopTimer()
+	fired := a.stopTimer()
 	switch {
 	case err != nil && resp != nil:
 		discard(resp) // as http.Client does, the error wins
@@ -329,7 +329,7 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 	case err == nil && resp == nil:
 		err = errNilResponse
 	}
-	if a.timedOut() {
+	if fired || a.timedOut() {
 		if resp != nil {
 			// The timeout fired as the headers came: the body is cut off.
 			discard(resp)
