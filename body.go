@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +29,10 @@ const (
 // length, so that a ContentLength near the largest int64 under a huge
 // MaxBufferedBody costs no more than this before a byte is read.
 const maxHintChunk = 64 << 20
+
+// errGetBodyNil reports a Request.GetBody that returned neither a body nor
+// an error.
+var errGetBodyNil = errors.New("httpretry: Request.GetBody returned a nil body")
 
 // bodyKind says how each attempt gets its request body.
 type bodyKind int
@@ -144,6 +149,9 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
 		body, err := req.GetBody()
 		if err != nil {
 			return err
+		}
+		if body == nil {
+			return errGetBodyNil // sending the retry without its bytes would lose them
 		}
 		out.Body = body
 	case bodyBuffered:

@@ -860,3 +860,31 @@ func TestHostilePeekBodyHugeN(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileGetBodyReturnsNil: a GetBody that returns neither a body nor
+// an error would send a retry without its bytes; it is a rewind failure.
+func TestHostileGetBodyReturnsNil(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		req := relNewRequest(t, context.Background(), "PUT", strings.NewReader("abc"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, nil }
+		var sent []string
+		tr := &Transport{Base: relRT(func(r *http.Request) (*http.Response, error) {
+			var b []byte
+			if r.Body != nil {
+				b, _ = io.ReadAll(r.Body)
+				r.Body.Close()
+			}
+			sent = append(sent, string(b))
+			resp, _ := relResponse(503, "")
+			return resp, nil
+		})}
+		resp, err := tr.RoundTrip(req)
+		var e *Error
+		if resp != nil || !errors.As(err, &e) || e.Reason != StopRewind || e.Attempts != 1 || !strings.Contains(err.Error(), "GetBody") {
+			t.Fatalf("resp %v, err %v; want a rewind *Error naming GetBody", resp, err)
+		}
+		if len(sent) != 1 || sent[0] != "abc" {
+			t.Fatalf("bodies sent %q; want only the first, whole", sent)
+		}
+	})
+}
