@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -177,7 +179,8 @@ func (r soakRequest) body() []byte {
 }
 
 // TestSoak sends HTTPRETRY_SOAK_N (default soakDefaultN) logical requests,
-// 64 at a time, through one Transport to a server that injects 30% faults,
+// 64 at a time, through one Transport to a server that injects 30% faults
+// (and a dialer that sends a share of new connections to a closed port),
 // and checks that no body is corrupted, no POST without a key is executed
 // twice, every request ends in a response or an *Error, and goroutines and
 // connections return to their baseline.
@@ -200,7 +203,25 @@ func TestSoak(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	base := &http.Transport{MaxIdleConnsPerHost: soakConcurrency}
+	// Connection refused, at the dial: a share of new connections goes to
+	// a port where nothing listens.
+	probe := relListen(t, "127.0.0.1:0")
+	deadAddr := probe.Addr().String()
+	probe.Close()
+	dialRand := &soakRand{r: rand.New(rand.NewPCG(soakSeed, 3))}
+	var dials, refusedDials atomic.Int64
+	var dialer net.Dialer
+	base := &http.Transport{
+		MaxIdleConnsPerHost: soakConcurrency,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			if dialRand.Float64() < soakFaultRate/faultKinds {
+				refusedDials.Add(1)
+				addr = deadAddr
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+	}
 	random := &soakRand{r: rand.New(rand.NewPCG(soakSeed, 1))}
 	var stops [StopInvalid + 2]atomic.Int64
 	var retries atomic.Int64
@@ -348,7 +369,7 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("soak: %d requests, %d concurrent, %v (%.0f req/s); %d attempts reached the server, %d retries",
 		n, soakConcurrency, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), attempts, retries.Load())
-	t.Logf("soak: faults injected: %v", faults)
+	t.Logf("soak: faults injected: %v; connections refused %d of %d dials", faults, refusedDials.Load(), dials.Load())
 	t.Logf("soak: outcomes: 200 %d, other status %d, body read error %d, *Error %d; gave up: %v",
 		ok200.Load(), otherStatus.Load(), bodyErrors.Load(), wrappedErrors.Load(), stopList)
 	t.Logf("soak: bodies received whole %d, corrupted at the server %d, at the client %d; duplicate executions: unkeyed POST %d, others %d",
@@ -365,6 +386,9 @@ func TestSoak(t *testing.T) {
 	}
 	if total := ok200.Load() + otherStatus.Load() + bodyErrors.Load() + wrappedErrors.Load(); total != int64(n) {
 		t.Errorf("%d outcomes for %d requests", total, n)
+	}
+	if refusedDials.Load() == 0 {
+		t.Error("no connection refused")
 	}
 	for k := range faultKinds {
 		if srvState.faults[k].Load() == 0 {
