@@ -9,12 +9,13 @@ import (
 // Defaults of a HostGate whose fields are left at zero.
 const (
 	// DefaultReleaseShare is the most held retries released per first
-	// attempt that succeeds while a host recovers. A host that served its
-	// first attempts before it failed has, in the storm simulator's
-	// default scenario, 43% of spare capacity; 0.4 uses nearly all of it
-	// to drain the retries held during the outage, without tipping the
-	// host over again.
-	DefaultReleaseShare = 0.4
+	// attempt that succeeds while a host recovers. The host's spare
+	// capacity is unknown to a client; 0.3 adds at most 30% to the load
+	// the host served before it failed, which drains held retries fast
+	// enough to rescue most of them within their retry horizon and keeps
+	// a host at 70% load below its capacity (the storm simulator's sweep,
+	// in the README, shows the trade-off).
+	DefaultReleaseShare = 0.3
 	// DefaultGateQuiet is how long a host must go without a retryable
 	// failure, and without held retries, before its gate is removed and
 	// its requests pay nothing again.
@@ -35,17 +36,25 @@ const (
 // After a retryable failure from a host, the retries of all the requests
 // to that host wait on one shared schedule instead of each probing the host
 // on its own. While the host is failing, first attempts still flow (they
-// are never gated or delayed) and tell whether it is back; only when none
-// arrive does one held retry go as a probe, at spacings that grow with
-// each failure like the Policy's backoff. A Retry-After from the host sets
-// the time before which no held retry goes. Once the host answers, held
-// retries are released oldest first at a pace tied to the host's own
-// successes: each first attempt that succeeds releases up to ReleaseShare
-// of a held retry. The share starts at half, grows with every success and
-// halves with every failure (slow start and backoff, as TCP does); three
-// failures in a row close the gate again. A held retry never waits past
-// its request's deadline, MaxElapsed, or its retry horizon (MaxRetries
-// times the Policy's cap); one that would returns with StopHostGate.
+// are never gated or delayed) and tell whether it is back; a held retry
+// goes as a probe only when the schedule's step has passed since the last
+// failure. The step starts at a quarter of the Policy's base delay and
+// doubles with every failure, a fresh first attempt's included, up to the
+// Policy's cap, so a lone request keeps about its own backoff while a busy
+// host is probed rarely. A Retry-After from the host sets the time before
+// which no held retry goes, for every waiter.
+//
+// Once the host answers, held retries are released oldest first at a pace
+// tied to the host's own successes: each first attempt that succeeds
+// releases up to ReleaseShare of a held retry. The share starts at half,
+// grows with every success and halves with every failure (slow start and
+// backoff, as TCP does); three failures in a row close the gate again.
+// When no first attempts come at all, the oldest held retry goes on its
+// own after a step and four times the usual gap between first attempts.
+// A held retry never waits past its request's deadline, MaxElapsed, or
+// its retry horizon (MaxRetries times the Policy's cap); one that would
+// returns an *Error with StopHostGate, since its last response was already
+// drained.
 //
 // Nothing is held or counted for a host that is not failing: a request to
 // such a host pays one atomic load. A waiting retry costs a timer, not a
@@ -77,7 +86,7 @@ type GateState struct {
 	Recovering bool
 	// Held is the number of retries waiting at the gate.
 	Held int
-	// Failures is the number of failed probe rounds since the host last
+	// Failures is the number of retryable failures since the host last
 	// answered.
 	Failures int
 	// Share is the current release share (recovering only).
@@ -108,15 +117,18 @@ func (w *gateWaiter) nudge() {
 // the time as a value, so tests drive it without a clock. Its mutex is
 // taken only by requests to a host that is failing or recovering.
 type hostGate struct {
-	mu      sync.Mutex
-	cfg     HostGate
-	spacing func(failures int) time.Duration // probe spacing after failures
+	mu               sync.Mutex
+	cfg              HostGate
+	minStep, maxStep time.Duration // bounds of step
 
 	recovering bool
-	retired    bool // removed from its gateSet; no longer used
-	failures   int
-	nextProbe  time.Time // failing: no probe before; recovering: idle probe
-	reopen     time.Time // Retry-After: nothing released before
+	retired    bool          // removed from its gateSet; no longer used
+	failures   int           // retryable failures since the host last answered
+	step       time.Duration // probe spacing: doubled by failures, halved by successes
+	nextProbe  time.Time     // failing: no probe before; recovering: no idle release before
+	lastFirst  time.Time     // the latest first attempt's outcome
+	gap        time.Duration // moving average of the time between first attempts
+	reopen     time.Time     // Retry-After: nothing released before
 	lastFail   time.Time
 	share      float64
 	credit     float64
@@ -125,9 +137,20 @@ type hostGate struct {
 }
 
 // newHostGate returns the gate of a host whose first failure is about to
-// be recorded at now.
-func newHostGate(cfg HostGate, spacing func(int) time.Duration, now time.Time) *hostGate {
-	return &hostGate{cfg: cfg, spacing: spacing, nextProbe: now, lastFail: now}
+// be recorded at now. The probe step starts at minStep and is doubled by
+// each failure up to maxStep: a transport gives half its backoff's base, so
+// that a lone request, whose retries are the probes, keeps to about its own
+// schedule: after n failures the step is half of that retry's backoff.
+func newHostGate(cfg HostGate, minStep, maxStep time.Duration, now time.Time) *hostGate {
+	return &hostGate{cfg: cfg, minStep: minStep, maxStep: max(maxStep, minStep), step: minStep, nextProbe: now, lastFail: now}
+}
+
+// noteFirst records a first attempt's outcome at now. g.mu is held.
+func (g *hostGate) noteFirst(now time.Time) {
+	if !g.lastFirst.IsZero() {
+		g.gap = (4*g.gap + max(now.Sub(g.lastFirst), 0)) / 5
+	}
+	g.lastFirst = now
 }
 
 // fail records a retryable failure at now; first says whether it was a
@@ -139,17 +162,25 @@ func (g *hostGate) fail(now time.Time, first bool, retryAfter time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lastFail = now
+	if first {
+		g.noteFirst(now)
+	}
+	g.failures++
+	g.step = min(2*g.step, g.maxStep)
 	if g.recovering {
 		g.failStreak++
 		g.share = max(g.share/2, gateMinShare*g.cfg.share())
 		g.credit = min(g.credit, g.share)
 		if g.failStreak >= gateFailStreak || retryAfter > 0 {
-			g.recovering, g.failures, g.credit = false, 1, 0
-			g.nextProbe = now.Add(g.spacing(1))
+			g.recovering, g.credit = false, 0
+			g.nextProbe = now.Add(g.step)
 		}
-	} else if !first || !now.Before(g.nextProbe) {
-		g.failures++
-		g.nextProbe = laterOf(g.nextProbe, now.Add(g.spacing(g.failures)))
+	} else {
+		// Every failure, a fresh first attempt's too, is news that the
+		// host is still down: the next probe moves out, by a step that
+		// doubles with each failure, so that a host with many requests
+		// is probed about as rarely as one with few.
+		g.nextProbe = laterOf(g.nextProbe, now.Add(g.step))
 	}
 	if retryAfter > 0 {
 		g.reopen = laterOf(g.reopen, now.Add(retryAfter))
@@ -164,11 +195,15 @@ func (g *hostGate) ok(now time.Time, first bool) (retire bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	share := g.cfg.share()
+	if first {
+		g.noteFirst(now)
+	}
+	g.step = max(g.step/2, g.minStep)
 	if !g.recovering {
-		g.recovering, g.failures, g.failStreak = true, 0, 0
+		g.recovering, g.failStreak, g.failures = true, 0, 0
 		g.share = gateStartShare * share
 		g.credit = g.share
-		g.nextProbe = now.Add(g.spacing(1))
+		g.nextProbe = now.Add(g.step)
 	} else {
 		g.failStreak = 0
 		g.share = min(g.share+gateGrowth*share, share)
@@ -207,8 +242,19 @@ func (g *hostGate) pop(now time.Time) {
 		g.waiters[0].nudge()
 	}
 	if g.recovering {
-		g.nextProbe = now.Add(g.spacing(1))
+		g.nextProbe = now.Add(g.idle())
 	}
+}
+
+// idle is how long a recovering gate waits without first attempts before it
+// releases a held retry on its own: a step, and at least four times the
+// usual time between first attempts, so that the ordinary pauses of random
+// arrivals (longer than four means one time in fifty) are not mistaken for
+// the end of fresh demand; but never longer than the largest step, the
+// Policy's cap, so that a lone request to a host that answers again is not
+// held past its own backoff. g.mu is held.
+func (g *hostGate) idle() time.Duration {
+	return min(max(g.step, 4*g.gap), g.maxStep)
 }
 
 // join asks at now to send a retry at sendAt, after its own backoff. It
@@ -231,7 +277,7 @@ func (g *hostGate) join(now, sendAt, limit time.Time) (w *gateWaiter, refused bo
 			return nil, false
 		case !g.recovering && !sendAt.Before(g.nextProbe):
 			// The probe of this round; the next round starts after it.
-			g.nextProbe = sendAt.Add(g.spacing(max(g.failures, 1)))
+			g.nextProbe = sendAt.Add(g.step)
 			return nil, false
 		}
 	}
@@ -257,13 +303,21 @@ func (g *hostGate) poll(now time.Time, w *gateWaiter) (send bool, wake time.Time
 		return false, time.Time{}
 	}
 	due := laterOf(g.nextProbe, g.reopen)
+	if g.recovering {
+		// Fresh first attempts release held retries; only when none came
+		// for a while (see idle) does the oldest go on its own, and then
+		// one per such span (see pop).
+		due = laterOf(due, g.lastFirst.Add(g.idle()))
+	}
 	if now.Before(due) {
 		return false, due
 	}
 	// A probe: nothing else tells whether the host is back (failing), or no
 	// first attempt has released anyone for a while (recovering).
-	g.nextProbe = now.Add(g.spacing(max(g.failures, 1)))
 	g.pop(now)
+	if !g.recovering {
+		g.nextProbe = now.Add(g.step)
+	}
 	return true, time.Time{}
 }
 
@@ -308,16 +362,17 @@ func laterOf(a, b time.Time) time.Time {
 // them, so that while no host fails a request reads one atomic and nothing
 // else.
 type gateSet struct {
-	cfg     HostGate
-	spacing func(int) time.Duration
-	active  atomic.Int32
-	mu      sync.RWMutex
-	m       map[string]*hostGate
+	cfg              HostGate
+	minStep, maxStep time.Duration
+	active           atomic.Int32
+	mu               sync.RWMutex
+	m                map[string]*hostGate
 }
 
-// newGateSet returns an empty set whose gates space probes with spacing.
-func newGateSet(cfg HostGate, spacing func(int) time.Duration) *gateSet {
-	return &gateSet{cfg: cfg, spacing: spacing, m: map[string]*hostGate{}}
+// newGateSet returns an empty set whose gates space probes by steps
+// between minStep and maxStep (see newHostGate).
+func newGateSet(cfg HostGate, minStep, maxStep time.Duration) *gateSet {
+	return &gateSet{cfg: cfg, minStep: minStep, maxStep: maxStep, m: map[string]*hostGate{}}
 }
 
 // fail records a retryable failure of host at now and returns its gate.
@@ -325,7 +380,7 @@ func (s *gateSet) fail(host string, now time.Time, first bool, retryAfter time.D
 	s.mu.Lock()
 	g := s.m[host]
 	if g == nil {
-		g = newHostGate(s.cfg, s.spacing, now)
+		g = newHostGate(s.cfg, s.minStep, s.maxStep, now)
 		s.m[host] = g
 		s.active.Add(1)
 	}

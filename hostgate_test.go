@@ -5,12 +5,10 @@ import (
 	"time"
 )
 
-// testSpacing is a probe spacing of 100 ms per failure, so that tables
-// read in round numbers.
-func testSpacing(failures int) time.Duration { return time.Duration(failures) * 100 * time.Millisecond }
-
+// newTestGate returns a gate whose host failed at t0, with a probe step
+// from 25 ms (50 ms after that failure) to 1 s.
 func newTestGate(share float64) *hostGate {
-	g := newHostGate(HostGate{ReleaseShare: share}, testSpacing, t0)
+	g := newHostGate(HostGate{ReleaseShare: share}, 25*time.Millisecond, time.Second, t0)
 	g.fail(t0, true, 0)
 	return g
 }
@@ -21,52 +19,52 @@ var farLimit = t0.Add(time.Hour)
 
 func TestGateLoneRequestProbesOnItsOwnSchedule(t *testing.T) {
 	g := newTestGate(0)
-	// The first failure made the next probe due 100 ms later; a retry
+	// The first failure made the next probe due 50 ms later; a retry
 	// whose own backoff ends then goes without waiting.
-	if w, refused := g.join(at(0), at(100), farLimit); w != nil || refused {
+	if w, refused := g.join(at(0), at(50), farLimit); w != nil || refused {
 		t.Fatalf("first retry held: w=%v refused=%v", w, refused)
 	}
-	// Its failure lengthens the schedule: the next probe is due 200 ms on.
-	g.fail(at(100), false, 0)
-	if st := g.state("h"); st.Failures != 2 || !st.NextProbe.Equal(at(300)) {
+	// Its failure doubles the step: the next probe is due 100 ms on.
+	g.fail(at(50), false, 0)
+	if st := g.state("h"); st.Failures != 2 || !st.NextProbe.Equal(at(150)) {
 		t.Fatalf("after a failed probe: %+v", st)
 	}
-	if w, _ := g.join(at(100), at(300), farLimit); w != nil {
+	if w, _ := g.join(at(50), at(150), farLimit); w != nil {
 		t.Fatal("a retry whose backoff ends at the due time was held")
 	}
 }
 
 func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
 	g := newTestGate(0)
-	probe, _ := g.join(at(0), at(100), farLimit)
+	probe, _ := g.join(at(0), at(50), farLimit)
 	if probe != nil {
 		t.Fatal("the round's probe was held")
 	}
 	var held []*gateWaiter
 	for range 5 {
-		w, refused := g.join(at(10), at(150), farLimit)
+		w, refused := g.join(at(10), at(75), farLimit)
 		if w == nil || refused {
 			t.Fatalf("a second retry in the same round was not held")
 		}
 		held = append(held, w)
 	}
 	// The oldest keeps the clock; the others sleep until nudged.
-	send, wake := g.poll(at(150), held[0])
-	if send || !wake.Equal(at(200)) {
+	send, wake := g.poll(at(75), held[0])
+	if send || !wake.Equal(at(100)) {
 		t.Fatalf("oldest: send=%v wake=%v, want a wake at the next round", send, wake)
 	}
-	if send, wake := g.poll(at(150), held[1]); send || !wake.IsZero() {
+	if send, wake := g.poll(at(75), held[1]); send || !wake.IsZero() {
 		t.Fatalf("second: send=%v wake=%v, want to sleep until nudged", send, wake)
 	}
 	// Fresh first attempts keep failing after the round is due: they stand
 	// in for the probe and push the schedule out.
-	g.fail(at(200), true, 0)
-	if send, wake := g.poll(at(200), held[0]); send || !wake.After(at(200)) {
+	g.fail(at(100), true, 0)
+	if send, wake := g.poll(at(100), held[0]); send || !wake.Equal(at(200)) {
 		t.Fatalf("a failing first attempt did not stand in for the probe: send=%v wake=%v", send, wake)
 	}
 	// No first attempt at the next due time: the oldest goes as the probe,
 	// the next one takes over the clock.
-	_, wake = g.poll(at(200), held[0])
+	_, wake = g.poll(at(100), held[0])
 	if send, _ := g.poll(wake, held[0]); !send {
 		t.Fatal("no probe went when none stood in")
 	}
@@ -83,7 +81,7 @@ func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
 func TestGateReleasesAtTheShareOfFirstSuccesses(t *testing.T) {
 	g := newTestGate(0.4)
 	var held []*gateWaiter
-	g.join(at(0), at(100), farLimit) // the first round's probe
+	g.join(at(0), at(50), farLimit) // the first round's probe
 	for range 20 {
 		w, _ := g.join(at(1), at(1), farLimit)
 		held = append(held, w)
@@ -139,7 +137,7 @@ func TestGateReleasesAtTheShareOfFirstSuccesses(t *testing.T) {
 
 func TestGateRetryAfterSetsTheReopeningForEveryone(t *testing.T) {
 	g := newTestGate(0)
-	g.join(at(0), at(100), farLimit) // probe
+	g.join(at(0), at(50), farLimit) // probe
 	w, _ := g.join(at(0), at(10), farLimit)
 	g.fail(at(0), false, 2*time.Second)
 	// A retry whose limit comes before the reopening is refused at once.
@@ -163,7 +161,7 @@ func TestGateRetryAfterSetsTheReopeningForEveryone(t *testing.T) {
 
 func TestGateLeaveNudgesTheNextAndKeepsOrder(t *testing.T) {
 	g := newTestGate(0)
-	g.join(at(0), at(100), farLimit) // probe
+	g.join(at(0), at(50), farLimit) // probe
 	a, _ := g.join(at(0), at(0), farLimit)
 	b, _ := g.join(at(0), at(0), farLimit)
 	g.leave(at(5), a)
@@ -192,7 +190,7 @@ func TestGateRetiresWhenQuiet(t *testing.T) {
 }
 
 func TestGateSetCostsNothingWhileNoHostFails(t *testing.T) {
-	s := newGateSet(HostGate{}, testSpacing)
+	s := newGateSet(HostGate{}, 25*time.Millisecond, time.Second)
 	s.ok("a", true) // no gate: nothing to do
 	if s.active.Load() != 0 {
 		t.Fatal("a gate appeared without a failure")

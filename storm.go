@@ -33,11 +33,7 @@ func (t *Transport) storm() *stormState {
 	}
 	if !t.HostGate.Off {
 		base, limit := t.Policy.bounds()
-		s.gates = newGateSet(t.HostGate, func(failures int) time.Duration {
-			// Half the backoff step: the retries' own full jitter, which
-			// is in [0, step), still decides who probes first.
-			return exponential(failures, base, limit) / 2
-		})
+		s.gates = newGateSet(t.HostGate, base/4, limit)
 	}
 	if atomic.CompareAndSwapPointer(&t.stormPtr, nil, unsafe.Pointer(s)) {
 		return s
@@ -45,8 +41,9 @@ func (t *Transport) storm() *stormState {
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
-// retryHorizon is the longest a request's retries are held in all: its
-// MaxRetries waits at the Policy's cap.
+// retryHorizon is the longest a request waits in all, held retries
+// included: its MaxRetries waits at the Policy's cap, the longest its own
+// backoff could wait.
 func retryHorizon(p Policy) time.Duration {
 	_, limit := p.bounds()
 	n := time.Duration(p.retries())

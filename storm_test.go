@@ -185,8 +185,10 @@ func TestGateHoldsRetriesDuringAnOutage(t *testing.T) {
 		if off.downRetries.Load() < 200 {
 			t.Errorf("the control sent only %d retries into the outage", off.downRetries.Load())
 		}
-		if okOn != 100 {
-			t.Errorf("%d of 100 requests succeeded with the gate; all can wait for the host", okOn)
+		// All but the few whose own retries were spent as probes wait for
+		// the host and succeed.
+		if okOn < 95 {
+			t.Errorf("%d of 100 requests succeeded with the gate", okOn)
 		}
 	})
 }

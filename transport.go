@@ -177,8 +177,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.MaxElapsed > 0 {
 		start = time.Now()
 	}
-	var prev time.Duration // the previous wait, for decorrelated jitter
-	var horizon time.Time  // no retry is waited for past it; see schedule
+	var prev time.Duration   // the previous wait, for decorrelated jitter
+	var waited time.Duration // in all, against the retry horizon; see schedule
 	for n := 1; ; n++ {
 		// Clone: attempt n's own request and body.
 		a, err := t.newAttempt(req, &body, n)
@@ -204,7 +204,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return a.finish(resp, err, n, StopNotRetryable)
 		}
-		wait, held, stop := t.schedule(req, &body, resp, err, n, prev, start, &horizon)
+		wait, held, stop := t.schedule(req, &body, resp, err, n, prev, start, waited)
 		if stop != StopNone {
 			t.giveUp(RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason, Stop: stop})
 			return a.finish(resp, err, n, stop)
@@ -219,21 +219,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		// Wait.
 		if held.w != nil {
+			heldAt := time.Now()
 			if stop := t.waitHeld(ctx, held); stop != StopNone {
 				return nil, t.heldGiveUp(ctx, req, n, err, reason, stop)
 			}
+			wait = time.Since(heldAt)
 		} else if err := sleep(ctx, wait); err != nil {
 			return nil, &Error{Attempts: n, Reason: StopCanceled, Err: err}
 		}
 		prev = wait
+		waited += wait
 	}
 }
 
 // schedule returns the wait before retry n, or why there is none; a retry
 // the host gate holds comes back as held, to be waited for with waitHeld.
-// The outcome is already known to be retryable. *horizon is set on the
-// first call: no held retry waits past it.
-func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Response, err error, n int, prev time.Duration, start time.Time, horizon *time.Time) (time.Duration, heldRetry, StopReason) {
+// The outcome is already known to be retryable. waited is the time spent
+// in earlier waits: a held retry waits at most the rest of the retry
+// horizon (see retryHorizon).
+func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Response, err error, n int, prev time.Duration, start time.Time, waited time.Duration) (time.Duration, heldRetry, StopReason) {
 	now := time.Now()
 	var floor time.Duration // Retry-After, when hasFloor
 	hasFloor := false
@@ -271,10 +275,7 @@ func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Re
 	// reason costs nothing: the host gate may hold the retry (never a first
 	// attempt), the budget may refuse it.
 	if gate != nil {
-		if horizon.IsZero() {
-			*horizon = now.Add(retryHorizon(t.Policy))
-		}
-		limit := *horizon
+		limit := now.Add(max(retryHorizon(t.Policy)-waited, wait))
 		if hasDeadline && deadline.Before(limit) {
 			limit = deadline
 		}
