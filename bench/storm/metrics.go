@@ -37,6 +37,9 @@ type Metrics struct {
 	// milliseconds or more mean the run measured the machine as much as
 	// the system.
 	Lag time.Duration
+	// Runs is how many runs it took to get one whose Lag was within
+	// Scenario.LagLimit, or Reruns+1 when none was.
+	Runs int
 }
 
 // recoveredRate is the success rate at the server that counts as recovered.

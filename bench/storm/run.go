@@ -41,9 +41,28 @@ func Run(sc Scenario, systems []bench.System) (Results, error) {
 	}
 	res := Results{Scenario: sc}
 	for _, s := range systems {
-		res.Systems = append(res.Systems, runOne(sc, s))
+		res.Systems = append(res.Systems, runSteady(sc, s))
 	}
 	return res, nil
+}
+
+// runSteady runs the scenario for one system, again up to Reruns times
+// while the simulator lagged more than LagLimit behind its schedule (the
+// machine, busy with other work, starved it), and keeps the run that
+// lagged least. Metrics.Runs says how many runs it took.
+func runSteady(sc Scenario, sys bench.System) SystemResult {
+	var best SystemResult
+	for i := 0; i <= max(sc.Reruns, 0); i++ {
+		r := runOne(sc, sys)
+		if i == 0 || r.Metrics.Lag < best.Metrics.Lag {
+			best = r
+		}
+		best.Metrics.Runs = i + 1
+		if best.Metrics.Lag <= sc.LagLimit {
+			break
+		}
+	}
+	return best
 }
 
 // runOne runs the scenario for one system.
@@ -77,7 +96,6 @@ func runOne(sc Scenario, sys bench.System) SystemResult {
 	clients := make([]http.RoundTripper, sc.Clients)
 	for i := range clients {
 		bases[i] = cleanhttp.DefaultPooledTransport()
-		bases[i].DialContext = dialFrom(i)
 		clients[i] = sys.New(bases[i], sc.Params)
 	}
 	c := &fleet{sc: sc, url: srv.URL, clients: clients, rec: rec, since: since}
@@ -106,19 +124,6 @@ func runOne(sc Scenario, sys bench.System) SystemResult {
 
 // serverIdleTimeout is how long the server keeps an idle connection.
 const serverIdleTimeout = 2 * time.Second
-
-// dialFrom returns the dialer of client i, bound to a loopback source
-// address of its own (127.0.0.2 to 127.0.0.251): systems that churn through
-// thousands of connections would otherwise exhaust the ephemeral ports of
-// one source address, and their dials, not the server, would fail.
-func dialFrom(i int) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{
-		Timeout:   30 * time.Second,
-		KeepAlive: 30 * time.Second,
-		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%250))},
-	}
-	return d.DialContext
-}
 
 // fleet is the clients of one run.
 type fleet struct {

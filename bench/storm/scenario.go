@@ -70,6 +70,11 @@ type Scenario struct {
 	Params bench.Params
 	// Seed makes arrivals and client choice reproducible.
 	Seed uint64
+	// LagLimit and Reruns: a system's run in which the simulator fell
+	// more than LagLimit behind its schedule is run again, up to Reruns
+	// times, and the run that lagged least is kept.
+	LagLimit time.Duration
+	Reruns   int
 }
 
 // Default is the scenario of `make storm`: a 3-second outage under 70%
@@ -90,6 +95,8 @@ func Default() Scenario {
 		Window:         100 * time.Millisecond,
 		Params:         bench.Params{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second},
 		Seed:           1,
+		LagLimit:       50 * time.Millisecond,
+		Reruns:         2,
 	}
 }
 
@@ -104,6 +111,7 @@ func Smoke() Scenario {
 	s.Duration = 500 * time.Millisecond
 	s.RequestTimeout = time.Second
 	s.Params.MaxDelay = 100 * time.Millisecond
+	s.Reruns = 0
 	return s
 }
 

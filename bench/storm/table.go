@@ -10,7 +10,7 @@ import (
 
 // WriteTable writes the results as a Markdown table, one row per system.
 func WriteTable(w io.Writer, res Results) {
-	fmt.Fprintf(w, "| system | load × overall | load × in outage | peak ÷ capacity | peak after outage ÷ capacity | back to 95%% after | down until | success | p50 | p99 | conns | sim lag |\n")
+	fmt.Fprintf(w, "| system | load × overall | load × in outage | peak ÷ capacity | peak after outage ÷ capacity | back to 95%% after | down until | success | p50 | p99 | conns | sim lag (runs) |\n")
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range res.Systems {
 		m := s.Metrics
@@ -18,9 +18,9 @@ func WriteTable(w io.Writer, res Results) {
 		if m.Recovered {
 			rec = seconds(m.Recovery)
 		}
-		fmt.Fprintf(w, "| %s | %.2f× | %.2f× | %.2f× | %.2f× | %s | %s | %.1f%% | %s | %s | %d | %s |\n",
+		fmt.Fprintf(w, "| %s | %.2f× | %.2f× | %.2f× | %.2f× | %s | %s | %.1f%% | %s | %s | %d | %s (%d) |\n",
 			s.Name, m.Amplification, m.OutageAmplification, m.PeakRatio, m.PeakAfterRatio,
-			rec, seconds(m.DownUntil), 100*m.Success, millis(m.P50), millis(m.P99), m.Conns, millis(m.Lag))
+			rec, seconds(m.DownUntil), 100*m.Success, millis(m.P50), millis(m.P99), m.Conns, millis(m.Lag), m.Runs)
 	}
 }
 
