@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultMaxBufferedBody is the largest request body, without GetBody, that
@@ -17,6 +18,11 @@ const DefaultMaxBufferedBody = 1 << 20
 // its connection can be reused. Past it the body is closed unread, which
 // costs the connection but not the time to download an error page.
 const drainLimit = 4 << 10
+
+// drainTimeout bounds how long a discarded body is read. A small error body
+// comes with its headers; one that does not come promptly is not worth
+// holding the retry for, so its connection is closed instead.
+const drainTimeout = 100 * time.Millisecond
 
 // chunk sizes of a body read without a known length: small first, so that a
 // tiny body costs little, then fixed, so that no byte is copied twice.
@@ -225,15 +231,20 @@ func (b *onceBody) Close() error {
 }
 
 // discard drains a response that will not be returned, at most drainLimit
-// bytes, and closes it, so its keep-alive connection goes back to the pool.
+// bytes for at most drainTimeout, and closes it, so its keep-alive
+// connection goes back to the pool. A drain that runs out of time is ended
+// by closing the body, which net/http's bodies allow during a Read.
 func discard(resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
+	body := resp.Body
 	if resp.ContentLength <= drainLimit { // -1 (unknown) included
-		io.CopyN(io.Discard, resp.Body, drainLimit)
+		timer := time.AfterFunc(drainTimeout, func() { body.Close() })
+		io.CopyN(io.Discard, body, drainLimit)
+		timer.Stop()
 	}
-	resp.Body.Close()
+	body.Close()
 }
 
 // PeekBody reads up to n bytes of resp's body and returns them, leaving the

@@ -836,3 +836,50 @@ func TestFaultAttemptTimeoutKeepsConnections(t *testing.T) {
 	}
 	relWaitConns(t, srv.ln, base)
 }
+
+// TestFaultStalledErrorBody: a retried 503 whose small body stops coming
+// must not hold the request in the drain: the retry goes at once, over a
+// new connection, long before the caller's deadline.
+func TestFaultStalledErrorBody(t *testing.T) {
+	relNoLeaks(t)
+	check := func(t *testing.T, tr *Transport, url string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		relReadOK(t, resp, err, "ok")
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("took %v: the drain of the stalled body held the retry", d)
+		}
+	}
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+			io.Copy(io.Discard, req.Body)
+			if n == 1 {
+				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\nabc")
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				br.ReadByte() // the rest never comes; wait for the client to hang up
+				return false
+			}
+			return relOK(req, c, "ok")
+		})
+		tr, base := relClient()
+		check(t, tr, srv.url)
+		relWaitConns(t, srv.ln, base)
+	})
+	t.Run("HTTP/2", func(t *testing.T) {
+		srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+			if n == 1 {
+				// :status 503 as a literal with the indexed name :status.
+				return relH2Write(w, relH2Headers, relH2EndHeaders, stream, []byte{0x08, 3, '5', '0', '3'}) == nil &&
+					relH2Write(w, relH2Data, 0, stream, []byte("abc")) == nil
+			}
+			return relH2Respond(w, stream, "ok") == nil
+		})
+		tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+		check(t, tr, srv.url)
+		relWaitConns(t, srv.ln, srv.client)
+	})
+}
