@@ -607,6 +607,7 @@ const (
 	relH2Rst      = 0x3
 	relH2Settings = 0x4
 	relH2GoAway   = 0x7
+	relH2Window   = 0x8
 
 	relH2EndStream  = 0x1
 	relH2EndHeaders = 0x4
@@ -654,6 +655,13 @@ type relH2Server struct {
 
 func relStartH2(t *testing.T, onStream func(n int, stream uint32, w io.Writer) bool) *relH2Server {
 	t.Helper()
+	return relStartH2With(t, func(s *relH2Server, c net.Conn) { s.serveConn(c, onStream) })
+}
+
+// relStartH2With is relStartH2 with a handler of its own for each
+// connection, after the TLS handshake.
+func relStartH2With(t *testing.T, handle func(*relH2Server, net.Conn)) *relH2Server {
+	t.Helper()
 	// Borrow httptest's certificate and a client that trusts it.
 	certs := httptest.NewUnstartedServer(http.NotFoundHandler())
 	certs.EnableHTTP2 = true
@@ -677,7 +685,7 @@ func relStartH2(t *testing.T, onStream func(n int, stream uint32, w io.Writer) b
 			go func() {
 				defer s.wg.Done()
 				defer c.Close()
-				s.serveConn(c, onStream)
+				handle(s, c)
 			}()
 		}
 	}()
