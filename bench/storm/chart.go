@@ -34,7 +34,8 @@ func WriteChart(w io.Writer, res Results) error {
 	img := vgimg.New(chartWidth, height)
 	dc := draw.New(img)
 
-	top, err := overview(res)
+	xmax := span(res)
+	top, err := overview(res, xmax)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func WriteChart(w io.Writer, res Results) error {
 		panels[i] = make([]*plot.Plot, 2)
 	}
 	for i, s := range res.Systems {
-		p, err := panel(res.Scenario, s, i)
+		p, err := panel(res.Scenario, s, i, xmax)
 		if err != nil {
 			return err
 		}
@@ -65,8 +66,20 @@ func WriteChart(w io.Writer, res Results) error {
 	return err
 }
 
+// span is the time axis's end: the last window of any system, so that
+// every plot of the chart shares one time axis.
+func span(res Results) float64 {
+	xmax := res.Scenario.Duration.Seconds()
+	for _, s := range res.Systems {
+		if n := len(s.Windows); n > 0 {
+			xmax = max(xmax, (s.Windows[n-1].Start + res.Scenario.Window).Seconds())
+		}
+	}
+	return xmax
+}
+
 // overview is the top plot: every system's attempts per window.
-func overview(res Results) (*plot.Plot, error) {
+func overview(res Results, xmax float64) (*plot.Plot, error) {
 	sc := res.Scenario
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Attempts per %s at the server (%s loop, %d clients, %.0f req/s offered, outage shaded)",
@@ -74,11 +87,10 @@ func overview(res Results) (*plot.Plot, error) {
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = fmt.Sprintf("attempts per %s", sc.Window)
 	p.Legend.Top = true
-	ymax, xmax := sc.perWindow(), sc.Duration.Seconds()
+	ymax := sc.perWindow()
 	for _, s := range res.Systems {
 		for _, w := range s.Windows {
 			ymax = max(ymax, float64(w.Attempts))
-			xmax = max(xmax, (w.Start + sc.Window).Seconds())
 		}
 	}
 	if err := decorate(p, sc, ymax, xmax); err != nil {
@@ -98,15 +110,14 @@ func overview(res Results) (*plot.Plot, error) {
 }
 
 // panel is one system's plot: its attempts and the ones served.
-func panel(sc Scenario, s SystemResult, i int) (*plot.Plot, error) {
+func panel(sc Scenario, s SystemResult, i int, xmax float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = s.Name
 	p.X.Label.Text = "time (s)"
 	p.Legend.Top = true
-	ymax, xmax := sc.perWindow(), sc.Duration.Seconds()
+	ymax := sc.perWindow()
 	for _, w := range s.Windows {
 		ymax = max(ymax, float64(w.Attempts))
-		xmax = max(xmax, (w.Start + sc.Window).Seconds())
 	}
 	if err := decorate(p, sc, ymax, xmax); err != nil {
 		return nil, err

@@ -123,7 +123,7 @@ func runOne(sc Scenario, sys bench.System) SystemResult {
 }
 
 // serverIdleTimeout is how long the server keeps an idle connection.
-const serverIdleTimeout = 2 * time.Second
+const serverIdleTimeout = time.Second
 
 // fleet is the clients of one run.
 type fleet struct {

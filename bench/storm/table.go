@@ -14,7 +14,7 @@ func WriteTable(w io.Writer, res Results) {
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range res.Systems {
 		m := s.Metrics
-		rec := "never"
+		rec := "> " + seconds(res.Scenario.Duration-res.Scenario.OutageEnd)
 		if m.Recovered {
 			rec = seconds(m.Recovery)
 		}

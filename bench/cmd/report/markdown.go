@@ -80,13 +80,15 @@ func moduleVersions() string {
 func writeCases(w io.Writer, results []caseResult) {
 	fmt.Fprintf(w, "## Success path\n\n")
 	fmt.Fprintf(w, "One logical request that succeeds at once, through each system built on the same base transport "+
-		"(`go test -bench` numbers via `testing.Benchmark`). Ratio: the median of the per-round ratios of ns/op to bare's.\n\n")
+		"(`go test -bench` numbers via `testing.Benchmark`). × bare: the median of the per-round ratios of ns/op to bare's, "+
+		"with the middle half of the rounds' ratios (25th–75th percentile) beside it to show the noise.\n\n")
 	for _, c := range results {
 		fmt.Fprintf(w, "### %s\n\n", c.name)
-		fmt.Fprintf(w, "| system | ns/op | × bare | B/op | allocs/op | allocs − bare |\n|---|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "| system | ns/op | × bare | middle half | B/op | allocs/op | allocs − bare |\n|---|--:|--:|--:|--:|--:|--:|\n")
 		bare := c.systems[0]
 		for _, s := range c.systems {
-			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %s | %.0f | %+.0f |\n", s.name, median(s.ns), median(s.ratio),
+			fmt.Fprintf(w, "| %s | %.0f | %.2f× | %.2f–%.2f | %s | %.0f | %+.0f |\n", s.name, median(s.ns), median(s.ratio),
+				quantile(s.ratio, 0.25), quantile(s.ratio, 0.75),
 				formatBytes(median(s.bytes)), median(s.allocs), median(s.allocs)-median(bare.allocs))
 		}
 		fmt.Fprintln(w)

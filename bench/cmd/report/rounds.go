@@ -63,6 +63,21 @@ func runRounds(systems []bench.System, rounds int) []caseResult {
 	return out
 }
 
+// quantile returns the q-quantile of xs, interpolating between ranks.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	i := int(pos)
+	if i+1 >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
+}
+
 // median returns the middle value of xs (the mean of the two middle ones
 // for an even count), 0 for none.
 func median(xs []float64) float64 {

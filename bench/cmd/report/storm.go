@@ -46,7 +46,7 @@ func runStorms(md io.Writer, systems []bench.System, dir, rel string) error {
 		"(the excess gets 503) and a full outage (every request gets 503); the clients send GETs through each system in turn, each system against a fresh server. "+
 		"Load ×: attempts at the server ÷ logical requests, overall and over the outage's windows. Peak: the most attempts in one 100 ms window ÷ the capacity "+
 		"per window, overall and from the outage's end on. Back to 95%%: from the outage's end until every later window (up to the end of arrivals) serves ≥ 95%% "+
-		"of its attempts; never means not within the run. Down until: the server's last outage or collapse answer. Success: logical requests that finally got a 200. "+
+		"of its attempts; “> x s” means not before new requests stopped. Down until: the server's last outage or collapse answer. Success: logical requests that finally got a 200. "+
 		"Conns: connections the server accepted. Sim lag: the longest a request was sent after its scheduled arrival; large values mean the machine, "+
 		"not only the system, shaped that run.\n\n")
 	for _, r := range stormRuns() {
