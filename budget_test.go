@@ -40,9 +40,9 @@ func TestBudgetTable(t *testing.T) {
 			steps:  []budgetStep{{at: 0, requests: 100, retries: 1, granted: 0}},
 		},
 		{
-			name:   "defaults: 20% plus 10 a second over 10 s",
+			name:   "defaults: 50% plus 10 a second over 10 s",
 			budget: &Budget{},
-			steps:  []budgetStep{{at: 0, requests: 100, retries: 200, granted: 120}},
+			steps:  []budgetStep{{at: 0, requests: 100, retries: 200, granted: 150}},
 		},
 		{
 			name:   "retries leave the window and are allowed again",

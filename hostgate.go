@@ -103,6 +103,7 @@ type gateWaiter struct {
 	ch       chan struct{}
 	released bool
 	queued   bool
+	probeAt  time.Time // the waiter probes a failing host no earlier
 }
 
 // nudge wakes w without blocking; one pending nudge is enough.
@@ -128,6 +129,7 @@ type hostGate struct {
 	nextProbe  time.Time     // failing: no probe before; recovering: no idle release before
 	lastFirst  time.Time     // the latest first attempt's outcome
 	gap        time.Duration // moving average of the time between first attempts
+	firstFails float64       // moving average of first attempts failing (0 to 1)
 	reopen     time.Time     // Retry-After: nothing released before
 	lastFail   time.Time
 	share      float64
@@ -145,12 +147,27 @@ func newHostGate(cfg HostGate, minStep, maxStep time.Duration, now time.Time) *h
 	return &hostGate{cfg: cfg, minStep: minStep, maxStep: max(maxStep, minStep), step: minStep, nextProbe: now, lastFail: now}
 }
 
-// noteFirst records a first attempt's outcome at now. g.mu is held.
-func (g *hostGate) noteFirst(now time.Time) {
+// noteFirst records at now a first attempt's outcome, failed or not.
+// g.mu is held.
+func (g *hostGate) noteFirst(now time.Time, failed bool) {
 	if !g.lastFirst.IsZero() {
 		g.gap = (4*g.gap + max(now.Sub(g.lastFirst), 0)) / 5
 	}
 	g.lastFirst = now
+	x := 0.0
+	if failed {
+		x = 1
+	}
+	g.firstFails += (x - g.firstFails) / 20
+}
+
+// perSuccess is the release credit a first attempt's success earns: the
+// share, or, when first attempts keep failing at random on a host that
+// mostly answers, enough to retry each of them once (f/(1-f) retries per
+// success), up to two. g.mu is held.
+func (g *hostGate) perSuccess() float64 {
+	f := min(g.firstFails, 2.0/3)
+	return max(g.share, f/(1-f))
 }
 
 // fail records a retryable failure at now; first says whether it was a
@@ -163,7 +180,7 @@ func (g *hostGate) fail(now time.Time, first bool, retryAfter time.Duration) {
 	defer g.mu.Unlock()
 	g.lastFail = now
 	if first {
-		g.noteFirst(now)
+		g.noteFirst(now, true)
 	}
 	g.failures++
 	g.step = min(2*g.step, g.maxStep)
@@ -196,7 +213,7 @@ func (g *hostGate) ok(now time.Time, first bool) (retire bool) {
 	defer g.mu.Unlock()
 	share := g.cfg.share()
 	if first {
-		g.noteFirst(now)
+		g.noteFirst(now, false)
 	}
 	g.step = max(g.step/2, g.minStep)
 	if !g.recovering {
@@ -211,7 +228,7 @@ func (g *hostGate) ok(now time.Time, first bool) (retire bool) {
 			// Fresh demand clocks the releases; a released retry's own
 			// success grows the share but releases nothing, or releases
 			// would feed on themselves.
-			g.credit += g.share
+			g.credit += g.perSuccess()
 		}
 	}
 	g.release(now)
@@ -260,10 +277,16 @@ func (g *hostGate) idle() time.Duration {
 // join asks at now to send a retry at sendAt, after its own backoff. It
 // returns nil when the retry may go then; otherwise a waiter to wait with
 // (see poll); or refused when the gate cannot reopen by limit (a
-// Retry-After past it).
-func (g *hostGate) join(now, sendAt, limit time.Time) (w *gateWaiter, refused bool) {
+// Retry-After past it). spread, when positive, is the least time the retry
+// waits before it probes a host that has failed for long (its step is at
+// the cap): a request low on retries then spends them across its horizon
+// instead of in the outage's first seconds.
+func (g *hostGate) join(now, sendAt, limit time.Time, spread time.Duration) (w *gateWaiter, refused bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.recovering || g.step < g.maxStep || g.maxStep <= 0 {
+		spread = 0
+	}
 	if g.retired {
 		return nil, false
 	}
@@ -275,13 +298,13 @@ func (g *hostGate) join(now, sendAt, limit time.Time) (w *gateWaiter, refused bo
 		case g.recovering && g.credit >= 1:
 			g.credit--
 			return nil, false
-		case !g.recovering && !sendAt.Before(g.nextProbe):
+		case !g.recovering && !sendAt.Before(g.nextProbe) && !sendAt.Before(now.Add(spread)):
 			// The probe of this round; the next round starts after it.
 			g.nextProbe = sendAt.Add(g.step)
 			return nil, false
 		}
 	}
-	w = &gateWaiter{ch: make(chan struct{}, 1), queued: true}
+	w = &gateWaiter{ch: make(chan struct{}, 1), queued: true, probeAt: now.Add(spread)}
 	g.waiters = append(g.waiters, w)
 	return w, false
 }
@@ -303,7 +326,9 @@ func (g *hostGate) poll(now time.Time, w *gateWaiter) (send bool, wake time.Time
 		return false, time.Time{}
 	}
 	due := laterOf(g.nextProbe, g.reopen)
-	if g.recovering {
+	if !g.recovering {
+		due = laterOf(due, w.probeAt)
+	} else {
 		// Fresh first attempts release held retries; only when none came
 		// for a while (see idle) does the oldest go on its own, and then
 		// one per such span (see pop).

@@ -53,6 +53,20 @@ func retryHorizon(p Policy) time.Duration {
 	return n * limit
 }
 
+// probeSpread is the least wait before retry n probes a failing host,
+// given the request's retries in all and the time left before its limit.
+// The first half of the retries follow the backoff, so that a blip costs
+// little; the rest are spread evenly over what is left of the horizon, so
+// that a request alone on its client still outlasts an outage longer than
+// its backoff's sum instead of spending its last retries into it.
+func probeSpread(retries, n int, left time.Duration) time.Duration {
+	remaining := retries - n + 1 // this retry and the later ones
+	if remaining <= 0 || remaining > retries/2 {
+		return 0
+	}
+	return left / time.Duration(remaining+1)
+}
+
 // heldRetry is a retry that the host gate holds.
 type heldRetry struct {
 	gate   *hostGate

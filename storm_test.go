@@ -348,3 +348,48 @@ func TestStormControlUnderRace(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestProbeSpread(t *testing.T) {
+	cases := []struct {
+		retries, n int
+		left, want time.Duration
+	}{
+		{8, 1, 8 * time.Second, 0},           // the first half follows the backoff
+		{8, 4, 8 * time.Second, 0},           // five left: still more than half
+		{8, 5, 5 * time.Second, time.Second}, // four left: a fifth of what is left each
+		{8, 8, 2 * time.Second, time.Second}, // the last: half of what is left
+		{8, 9, time.Second, 0},               // none left
+		{1, 1, time.Second, 0},               // a single retry follows the backoff
+	}
+	for _, c := range cases {
+		if got := probeSpread(c.retries, c.n, c.left); got != c.want {
+			t.Errorf("probeSpread(%d, %d, %v) = %v, want %v", c.retries, c.n, c.left, got, c.want)
+		}
+	}
+}
+
+// TestGateLoneRequestOutlastsAnOutage: a request alone on its Transport,
+// whose backoff sums to about 2 s, still outlasts a 3 s outage, because
+// its last retries are spread over its 8 s horizon.
+func TestGateLoneRequestOutlastsAnOutage(t *testing.T) {
+	for _, gate := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			host := &outageHost{up: time.Now().Add(3 * time.Second)}
+			tr := &Transport{Base: host, Policy: stormPolicy, NoBudget: true, HostGate: HostGate{Off: !gate},
+				Random: func() float64 { return 0.5 }}
+			start := time.Now()
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			d := time.Since(start)
+			if ok := resp.StatusCode == 200; ok != gate {
+				t.Errorf("gate %v: status %d after %v", gate, resp.StatusCode, d)
+			}
+			if d > retryHorizon(stormPolicy) {
+				t.Errorf("gate %v: took %v, past the horizon", gate, d)
+			}
+		})
+	}
+}

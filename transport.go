@@ -275,14 +275,20 @@ func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Re
 	// reason costs nothing: the host gate may hold the retry (never a first
 	// attempt), the budget may refuse it.
 	if gate != nil {
-		limit := now.Add(max(retryHorizon(t.Policy)-waited, wait))
+		// Only held waits can make the waits outgrow the horizon: the
+		// Policy's own are at most MaxRetries at the cap.
+		left := retryHorizon(t.Policy) - waited
+		if wait > left {
+			return 0, heldRetry{}, StopHostGate
+		}
+		limit := now.Add(left)
 		if hasDeadline && deadline.Before(limit) {
 			limit = deadline
 		}
 		if t.MaxElapsed > 0 && start.Add(t.MaxElapsed).Before(limit) {
 			limit = start.Add(t.MaxElapsed)
 		}
-		w, refused := gate.join(now, now.Add(wait), limit)
+		w, refused := gate.join(now, now.Add(wait), limit, probeSpread(t.Policy.retries(), n, limit.Sub(now)))
 		if refused {
 			return 0, heldRetry{}, StopHostGate
 		}
