@@ -4,13 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -653,6 +659,38 @@ type relH2Server struct {
 	wg      sync.WaitGroup
 }
 
+// relTLS returns a self-signed ECDSA certificate for 127.0.0.1, cheap to
+// handshake with under the race detector, and an HTTP/2 client that
+// trusts it.
+func relTLS(t *testing.T) ([]tls.Certificate, *http.Transport) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "httpretry test"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}},
+		&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+}
+
 func relStartH2(t *testing.T, onStream func(n int, stream uint32, w io.Writer) bool) *relH2Server {
 	t.Helper()
 	return relStartH2With(t, func(s *relH2Server, c net.Conn) { s.serveConn(c, onStream) })
@@ -662,14 +700,7 @@ func relStartH2(t *testing.T, onStream func(n int, stream uint32, w io.Writer) b
 // connection, after the TLS handshake.
 func relStartH2With(t *testing.T, handle func(*relH2Server, net.Conn)) *relH2Server {
 	t.Helper()
-	// Borrow httptest's certificate and a client that trusts it.
-	certs := httptest.NewUnstartedServer(http.NotFoundHandler())
-	certs.EnableHTTP2 = true
-	certs.StartTLS()
-	cert := certs.TLS.Certificates
-	client := certs.Client().Transport.(*http.Transport).Clone()
-	certs.Close()
-
+	cert, client := relTLS(t)
 	s := &relH2Server{ln: relListen(t, "127.0.0.1:0"), client: client}
 	s.url = "https://" + s.ln.Addr().String()
 	tl := tls.NewListener(s.ln, &tls.Config{Certificates: cert, NextProtos: []string{"h2"}})

@@ -24,7 +24,7 @@ import (
 
 // soakDefaultN is the size of the soak that runs with every go test; make
 // soak sets HTTPRETRY_SOAK_N for a bigger one.
-const soakDefaultN = 5000
+const soakDefaultN = 3000
 
 const (
 	soakConcurrency = 64
@@ -216,7 +216,7 @@ func soakGenerate(n int) []soakRequest {
 // twice, every request ends in a response or an *Error, and goroutines and
 // connections return to their baseline.
 //
-// It runs twice: over HTTP/1.1 with the faults above, and with a quarter as
+// It runs twice: over HTTP/1.1 with the faults above, and with a fifth as
 // many requests over HTTP/2 with GOAWAY, REFUSED_STREAM, stream resets and
 // 503s.
 func TestSoak(t *testing.T) {
@@ -230,8 +230,8 @@ func TestSoak(t *testing.T) {
 	}
 	t.Run("HTTP/1.1", func(t *testing.T) { soakHTTP1(t, n) })
 	// Each HTTP/2 GOAWAY costs TLS handshakes for the requests in flight,
-	// slow under the race detector: a quarter of the requests go there.
-	t.Run("HTTP/2", func(t *testing.T) { soakHTTP2(t, max(n/4, 1)) })
+	// slow under the race detector: a fifth of the requests go there.
+	t.Run("HTTP/2", func(t *testing.T) { soakHTTP2(t, max(n/5, 1)) })
 }
 
 func soakHTTP1(t *testing.T, n int) {
