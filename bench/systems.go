@@ -58,6 +58,18 @@ var Systems = []System{
 	{Name: "exp no jitter", New: func(base http.RoundTripper, p Params) http.RoundTripper {
 		return &loop{base: base, retries: p.MaxRetries, base0: p.BaseDelay, cap: p.MaxDelay}
 	}},
+	// httpretry with parts of its storm control turned off, to show what
+	// each part does.
+	{Name: "httpretry (storm control off)", New: func(base http.RoundTripper, p Params) http.RoundTripper {
+		t := newHTTPRetry(base, p).(*httpretry.Transport)
+		t.NoBudget, t.HostGate.Off = true, true
+		return t
+	}},
+	{Name: "httpretry (budget only)", New: func(base http.RoundTripper, p Params) http.RoundTripper {
+		t := newHTTPRetry(base, p).(*httpretry.Transport)
+		t.HostGate.Off = true
+		return t
+	}},
 }
 
 // Lookup returns the systems whose names are given, in that order; an
