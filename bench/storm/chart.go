@@ -66,6 +66,9 @@ func WriteChart(w io.Writer, res Results) error {
 	return err
 }
 
+// modeLabel names a mode in a chart's title.
+var modeLabel = map[Mode]string{Open: "open loop", Closed: "closed loop", Collapse: "open loop, collapsing server"}
+
 // span is the time axis's end: the last window of any system, so that
 // every plot of the chart shares one time axis.
 func span(res Results) float64 {
@@ -82,8 +85,8 @@ func span(res Results) float64 {
 func overview(res Results, xmax float64) (*plot.Plot, error) {
 	sc := res.Scenario
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Attempts per %s at the server (%s loop, %d clients, %.0f req/s offered, outage shaded)",
-		sc.Window, sc.Mode, sc.Clients, sc.Rate)
+	p.Title.Text = fmt.Sprintf("Attempts per %s at the server (%s, %d clients, %.0f req/s offered, outage shaded)",
+		sc.Window, modeLabel[sc.Mode], sc.Clients, sc.Rate)
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = fmt.Sprintf("attempts per %s", sc.Window)
 	p.Legend.Top = true
