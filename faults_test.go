@@ -438,6 +438,9 @@ func TestFaultSlowHeaders(t *testing.T) {
 	if !errors.As(err, &e) || e.Attempts != 3 || e.Reason != StopExhausted || !errors.Is(err, ErrAttemptTimeout) {
 		t.Fatalf("all slow: %v; want exhaustion after 3 attempts wrapping ErrAttemptTimeout", err)
 	}
+	if n := strings.Count(err.Error(), ErrAttemptTimeout.Error()); n != 1 {
+		t.Errorf("%q says %q %d times", err, ErrAttemptTimeout, n)
+	}
 	if reqs.Load() != 3 {
 		t.Errorf("server saw %d requests, want 3", reqs.Load())
 	}

@@ -342,7 +342,9 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 			discard(resp)
 			return nil, ErrAttemptTimeout
 		}
-		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
+		if !errors.Is(err, ErrAttemptTimeout) { // net/http may return the cause itself
+			err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
+		}
 	}
 	return resp, err
 }
