@@ -109,8 +109,8 @@ func Smoke() Scenario {
 	s.OutageStart = 150 * time.Millisecond
 	s.OutageEnd = 350 * time.Millisecond
 	s.Duration = 500 * time.Millisecond
-	s.RequestTimeout = time.Second
-	s.Params.MaxDelay = 100 * time.Millisecond
+	s.RequestTimeout = 600 * time.Millisecond
+	s.Params.MaxDelay = 50 * time.Millisecond
 	s.Reruns = 0
 	return s
 }
