@@ -28,6 +28,8 @@ const (
 	gateGrowth     = 0.125 // ...grows by an eighth of it per success...
 	gateMinShare   = 0.125 // ...and is never halved below an eighth of it
 	gateFailStreak = 3     // this many failures in a row: the host is down again
+
+	gateSmallBacklog = 2 // held retries up to which random failures are retried at their rate
 )
 
 // HostGate configures per-host coordination of retries. Its zero value is
@@ -162,10 +164,16 @@ func (g *hostGate) noteFirst(now time.Time, failed bool) {
 }
 
 // perSuccess is the release credit a first attempt's success earns: the
-// share, or, when first attempts keep failing at random on a host that
-// mostly answers, enough to retry each of them once (f/(1-f) retries per
-// success), up to two. g.mu is held.
+// share while a backlog of held retries drains; with little held, on a
+// host that mostly answers but fails first attempts at random, enough to
+// retry each of them once (f/(1-f) retries per success, up to two). The
+// backlog test keeps the second from defeating the first: after an outage
+// the host's shedding of an overload also fails first attempts, and more
+// credit would only feed the overload. g.mu is held.
 func (g *hostGate) perSuccess() float64 {
+	if len(g.waiters) > gateSmallBacklog {
+		return g.share
+	}
 	f := min(g.firstFails, 2.0/3)
 	return max(g.share, f/(1-f))
 }
