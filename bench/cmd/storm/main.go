@@ -29,6 +29,7 @@ func main() {
 	flag.DurationVar(&sc.Params.BaseDelay, "base", sc.Params.BaseDelay, "backoff base delay")
 	flag.DurationVar(&sc.Params.MaxDelay, "cap", sc.Params.MaxDelay, "backoff cap")
 	flag.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the arrivals")
+	reruns := flag.Int("reruns", 0, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine)")
 	systems := flag.String("systems", "", "comma-separated system names; empty means all: "+names())
 	out := flag.String("out", "out", "directory for storm.csv and storm.png; empty writes neither")
 	flag.Parse()
@@ -36,6 +37,7 @@ func main() {
 	if *smoke {
 		sc = storm.Smoke()
 	}
+	sc.Reruns = *reruns
 	sc.Mode = storm.Mode(*mode)
 	list := bench.Systems
 	if *systems != "" {
