@@ -52,7 +52,13 @@ const DefaultMaxRetryAfter = time.Minute
 //     count and the StopReason and unwraps to the cause.
 //  9. Every response not returned is drained (a few KiB at most, else
 //     closed unread) and closed, so its connection can be reused.
-//  10. A Transport is safe for concurrent use, its fields must not change
+//  10. Storm control, on by default: a retry budget bounds the retries of
+//     all requests of the Transport (Budget), and a host gate makes the
+//     retries of many requests to a failing host wait on one shared
+//     schedule and return at a pace the host can take (HostGate). Neither
+//     delays or refuses a first attempt; a refused retry returns the last
+//     outcome at once (StopBudget, StopHostGate).
+//  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
 //
