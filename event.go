@@ -22,8 +22,10 @@ type RetryEvent struct {
 	// Reason is the classifier's reason the outcome is retryable, such as
 	// "status 503" or "connection reset".
 	Reason string
-	// Wait is the time OnRetry's caller is about to wait before the next
-	// attempt; zero in OnGiveUp.
+	// Wait is the backoff OnRetry's caller is about to wait before the next
+	// attempt, Retry-After included; zero in OnGiveUp. A retry that the host
+	// gate holds (see HostGate) may wait longer, as long as the gate's
+	// schedule for that host says: the hold is not known in advance.
 	Wait time.Duration
 	// Stop is why OnGiveUp's caller makes no further attempt; StopNone in
 	// OnRetry.
