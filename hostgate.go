@@ -52,7 +52,13 @@ const (
 // grows with every success and halves with every failure (slow start and
 // backoff, as TCP does); three failures in a row close the gate again.
 // When no first attempts come at all, the oldest held retry goes on its
-// own after a step and four times the usual gap between first attempts.
+// own after a step and four times the usual gap between first attempts,
+// or sooner: once one un-jittered backoff step past its own backoff, when
+// the host has given no news (no failure while failing, no first attempt
+// while recovering with a small backlog, no held retry sent) for that step
+// times the number of held retries. A client with a few requests thus keeps
+// about their own backoff, while many held retries together send about
+// what one would.
 // A held retry never waits past its request's deadline, MaxElapsed, or
 // its retry horizon (MaxRetries times the Policy's cap); one that would
 // returns an *Error with StopHostGate, since its last response was already
@@ -105,7 +111,9 @@ type gateWaiter struct {
 	ch       chan struct{}
 	released bool
 	queued   bool
-	probeAt  time.Time // the waiter probes a failing host no earlier
+	probeAt  time.Time     // the waiter probes a failing host no earlier
+	ownAt    time.Time     // a step past the end of its own backoff
+	ownStep  time.Duration // its own un-jittered backoff step
 }
 
 // nudge wakes w without blocking; one pending nudge is enough.
@@ -130,6 +138,7 @@ type hostGate struct {
 	step       time.Duration // probe spacing: doubled by failures, halved by successes
 	nextProbe  time.Time     // failing: no probe before; recovering: no idle release before
 	lastFirst  time.Time     // the latest first attempt's outcome
+	lastPop    time.Time     // the latest held retry sent
 	gap        time.Duration // moving average of the time between first attempts
 	firstFails float64       // moving average of first attempts failing (0 to 1)
 	reopen     time.Time     // Retry-After: nothing released before
@@ -262,6 +271,7 @@ func (g *hostGate) pop(now time.Time) {
 	g.waiters[0] = nil
 	g.waiters = g.waiters[1:]
 	w.released, w.queued = true, false
+	g.lastPop = now
 	w.nudge()
 	if len(g.waiters) > 0 {
 		g.waiters[0].nudge()
@@ -285,11 +295,12 @@ func (g *hostGate) idle() time.Duration {
 // join asks at now to send a retry at sendAt, after its own backoff. It
 // returns nil when the retry may go then; otherwise a waiter to wait with
 // (see poll); or refused when the gate cannot reopen by limit (a
-// Retry-After past it). spread, when positive, is the least time the retry
+// Retry-After past it). own is the retry's un-jittered backoff step (see
+// poll). spread, when positive, is the least time the retry
 // waits before it probes a host that has failed for long (its step is at
 // the cap): a request low on retries then spends them across its horizon
 // instead of in the outage's first seconds.
-func (g *hostGate) join(now, sendAt, limit time.Time, spread time.Duration) (w *gateWaiter, refused bool) {
+func (g *hostGate) join(now, sendAt, limit time.Time, spread, own time.Duration) (w *gateWaiter, refused bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.recovering || g.step < g.maxStep || g.maxStep <= 0 {
@@ -312,7 +323,7 @@ func (g *hostGate) join(now, sendAt, limit time.Time, spread time.Duration) (w *
 			return nil, false
 		}
 	}
-	w = &gateWaiter{ch: make(chan struct{}, 1), queued: true, probeAt: now.Add(spread)}
+	w = &gateWaiter{ch: make(chan struct{}, 1), queued: true, probeAt: now.Add(spread), ownAt: sendAt.Add(own), ownStep: own}
 	g.waiters = append(g.waiters, w)
 	return w, false
 }
@@ -341,6 +352,21 @@ func (g *hostGate) poll(now time.Time, w *gateWaiter) (send bool, wake time.Time
 		// for a while (see idle) does the oldest go on its own, and then
 		// one per such span (see pop).
 		due = laterOf(due, g.lastFirst.Add(g.idle()))
+	}
+	// When nothing tells about the host in this retry's place (no failure
+	// while it fails, no first attempt while it recovers, no held retry
+	// sent) for the retry's own step times the number held, and a step has
+	// passed since its own backoff ended, it goes (Retry-After and the
+	// spread still bind). While recovering this holds for a small backlog
+	// only, so that the slow start still paces a large one. A quiet client
+	// thus keeps about its own backoff; many held retries share one.
+	quiet, news := w.ownStep*time.Duration(len(g.waiters)), g.lastFail
+	if g.recovering {
+		news = g.lastFirst
+	}
+	own := laterOf(w.ownAt, laterOf(news, g.lastPop).Add(quiet))
+	if own = laterOf(own, laterOf(g.reopen, w.probeAt)); (!g.recovering || len(g.waiters) <= gateSmallBacklog+1) && own.Before(due) {
+		due = own
 	}
 	if now.Before(due) {
 		return false, due

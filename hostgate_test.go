@@ -17,11 +17,15 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 
 var farLimit = t0.Add(time.Hour)
 
+// noOwn is a held retry's own step long enough that its own bound never
+// comes in these tests, which drive the shared schedule alone.
+const noOwn = time.Hour
+
 func TestGateLoneRequestProbesOnItsOwnSchedule(t *testing.T) {
 	g := newTestGate(0)
 	// The first failure made the next probe due 50 ms later; a retry
 	// whose own backoff ends then goes without waiting.
-	if w, refused := g.join(at(0), at(50), farLimit, 0); w != nil || refused {
+	if w, refused := g.join(at(0), at(50), farLimit, 0, noOwn); w != nil || refused {
 		t.Fatalf("first retry held: w=%v refused=%v", w, refused)
 	}
 	// Its failure doubles the step: the next probe is due 100 ms on.
@@ -29,20 +33,20 @@ func TestGateLoneRequestProbesOnItsOwnSchedule(t *testing.T) {
 	if st := g.state("h"); st.Failures != 2 || !st.NextProbe.Equal(at(150)) {
 		t.Fatalf("after a failed probe: %+v", st)
 	}
-	if w, _ := g.join(at(50), at(150), farLimit, 0); w != nil {
+	if w, _ := g.join(at(50), at(150), farLimit, 0, noOwn); w != nil {
 		t.Fatal("a retry whose backoff ends at the due time was held")
 	}
 }
 
 func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
 	g := newTestGate(0)
-	probe, _ := g.join(at(0), at(50), farLimit, 0)
+	probe, _ := g.join(at(0), at(50), farLimit, 0, noOwn)
 	if probe != nil {
 		t.Fatal("the round's probe was held")
 	}
 	var held []*gateWaiter
 	for range 5 {
-		w, refused := g.join(at(10), at(75), farLimit, 0)
+		w, refused := g.join(at(10), at(75), farLimit, 0, noOwn)
 		if w == nil || refused {
 			t.Fatalf("a second retry in the same round was not held")
 		}
@@ -81,9 +85,9 @@ func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
 func TestGateReleasesAtTheShareOfFirstSuccesses(t *testing.T) {
 	g := newTestGate(0.4)
 	var held []*gateWaiter
-	g.join(at(0), at(50), farLimit, 0) // the first round's probe
+	g.join(at(0), at(50), farLimit, 0, noOwn) // the first round's probe
 	for range 20 {
-		w, _ := g.join(at(1), at(1), farLimit, 0)
+		w, _ := g.join(at(1), at(1), farLimit, 0, noOwn)
 		held = append(held, w)
 	}
 	released := func() (n int) {
@@ -137,11 +141,11 @@ func TestGateReleasesAtTheShareOfFirstSuccesses(t *testing.T) {
 
 func TestGateRetryAfterSetsTheReopeningForEveryone(t *testing.T) {
 	g := newTestGate(0)
-	g.join(at(0), at(50), farLimit, 0) // probe
-	w, _ := g.join(at(0), at(10), farLimit, 0)
+	g.join(at(0), at(50), farLimit, 0, noOwn) // probe
+	w, _ := g.join(at(0), at(10), farLimit, 0, noOwn)
 	g.fail(at(0), false, 2*time.Second)
 	// A retry whose limit comes before the reopening is refused at once.
-	if w2, refused := g.join(at(1), at(10), at(1500), 0); w2 != nil || !refused {
+	if w2, refused := g.join(at(1), at(10), at(1500), 0, noOwn); w2 != nil || !refused {
 		t.Fatalf("a retry that cannot outlast the Retry-After was not refused")
 	}
 	if send, wake := g.poll(at(100), w); send || !wake.Equal(at(2000)) {
@@ -161,9 +165,9 @@ func TestGateRetryAfterSetsTheReopeningForEveryone(t *testing.T) {
 
 func TestGateLeaveNudgesTheNextAndKeepsOrder(t *testing.T) {
 	g := newTestGate(0)
-	g.join(at(0), at(50), farLimit, 0) // probe
-	a, _ := g.join(at(0), at(0), farLimit, 0)
-	b, _ := g.join(at(0), at(0), farLimit, 0)
+	g.join(at(0), at(50), farLimit, 0, noOwn) // probe
+	a, _ := g.join(at(0), at(0), farLimit, 0, noOwn)
+	b, _ := g.join(at(0), at(0), farLimit, 0, noOwn)
 	g.leave(at(5), a)
 	select {
 	case <-b.ch:
@@ -204,7 +208,7 @@ func TestGateSetCostsNothingWhileNoHostFails(t *testing.T) {
 	if s.active.Load() != 0 || len(s.states()) != 0 {
 		t.Fatal("the quiet gate was not removed")
 	}
-	if w, _ := g.join(t0, t0, farLimit, 0); w != nil {
+	if w, _ := g.join(t0, t0, farLimit, 0, noOwn); w != nil {
 		t.Fatal("a retired gate held a retry")
 	}
 }

@@ -294,7 +294,8 @@ func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Re
 		if t.MaxElapsed > 0 && start.Add(t.MaxElapsed).Before(limit) {
 			limit = start.Add(t.MaxElapsed)
 		}
-		w, refused := gate.join(now, now.Add(wait), limit, probeSpread(t.Policy.retries(), n, limit.Sub(now)))
+		base, top := t.Policy.bounds()
+		w, refused := gate.join(now, now.Add(wait), limit, probeSpread(t.Policy.retries(), n, limit.Sub(now)), exponential(n, base, top))
 		if refused {
 			return 0, heldRetry{}, StopHostGate
 		}
