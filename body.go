@@ -247,6 +247,30 @@ func discard(resp *http.Response) {
 	body.Close()
 }
 
+// drainKeeping drains and closes resp like discard, but keeps what it
+// read: when the whole body fitted within drainLimit it returns the bytes
+// and true, so that a retry the host gate holds and then refuses can still
+// return this response, its body in memory. A longer body, or one cut off
+// by an error or the drain's time bound, gives false.
+func drainKeeping(resp *http.Response) ([]byte, bool) {
+	if resp == nil || resp.Body == nil {
+		return nil, false
+	}
+	body := resp.Body
+	defer body.Close()
+	if resp.ContentLength > drainLimit {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
+	_, err := io.CopyN(&buf, body, drainLimit+1)
+	timer.Stop()
+	if err != io.EOF || buf.Len() > drainLimit {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
 // PeekBody reads up to n bytes of resp's body and returns them, leaving the
 // body whole: afterwards resp.Body yields the peeked bytes followed by the
 // rest, and closing it closes the original. It is meant for a Classifier

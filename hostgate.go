@@ -61,8 +61,9 @@ const (
 // what one would.
 // A held retry never waits past its request's deadline, MaxElapsed, or
 // its retry horizon (MaxRetries times the Policy's cap); one that would
-// returns an *Error with StopHostGate, since its last response was already
-// drained.
+// returns its last outcome with StopHostGate: the last response, its body
+// kept in memory, when that body was at most a few KiB; otherwise an
+// *Error that describes it, since a longer body was not kept.
 //
 // Nothing is held or counted for a host that is not failing: a request to
 // such a host pays one atomic load. A waiting retry costs a timer, not a

@@ -123,8 +123,9 @@ func (t *Transport) waitHeld(ctx context.Context, h heldRetry) StopReason {
 }
 
 // heldGiveUp is the error of a held retry that is not sent, reported to
-// OnGiveUp too. The last attempt's response is already drained and closed,
-// so a failed response is described in the error instead.
+// OnGiveUp too. It serves a last attempt that failed with an error, or
+// whose response body was too long to keep while held: that response is
+// drained and closed, so it is described in the error instead.
 func (t *Transport) heldGiveUp(ctx context.Context, req *http.Request, n int, last error, reason string, stop StopReason) error {
 	cause := last
 	switch {

@@ -1,9 +1,11 @@
 package httpretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -216,8 +218,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return a.finish(resp, err, n, stop)
 		}
 
-		// Drain.
-		discard(resp)
+		// Drain. A held retry may be refused after its wait: it keeps a
+		// small body, so the refusal can still return this response.
+		var kept []byte
+		keptOK := false
+		if held.w != nil {
+			kept, keptOK = drainKeeping(resp)
+		} else {
+			discard(resp)
+		}
 		a.release()
 		if t.OnRetry != nil {
 			t.OnRetry(RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason, Wait: wait})
@@ -227,6 +236,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if held.w != nil {
 			heldAt := time.Now()
 			if stop := t.waitHeld(ctx, held); stop != StopNone {
+				if stop != StopCanceled && keptOK {
+					resp.Body = io.NopCloser(bytes.NewReader(kept))
+					t.giveUp(RetryEvent{Request: req, Attempt: n, Response: resp, Reason: reason, Stop: stop})
+					return resp, nil
+				}
 				return nil, t.heldGiveUp(ctx, req, n, err, reason, stop)
 			}
 			wait = time.Since(heldAt)
