@@ -56,4 +56,7 @@ soak:
 ## a short storm run and a few seconds of each fuzz target.
 ci-smoke:
 	@if [ -d bench ]; then cd bench && $(GO) test -run='^$$' -bench=. -benchtime=1x ./... && $(GO) run ./cmd/storm -smoke; fi
-	$(MAKE) fuzz FUZZTIME=3s
+	@# A fuzz run can fail at its time limit without a failing input (a known
+	@# flake of go test -fuzz); a real finding is written to testdata/fuzz
+	@# and fails the second run too.
+	$(MAKE) fuzz FUZZTIME=3s || $(MAKE) fuzz FUZZTIME=3s
