@@ -303,7 +303,7 @@ func FuzzClassify(f *testing.F) {
 		// Through a Transport, as a POST without a key: retried only when
 		// retryable and provably never sent.
 		var calls int
-		tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: -1}, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: -1}, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			return nil, err
 		})}
@@ -453,7 +453,7 @@ func relBodyReplay(t *testing.T, size int, limit int64, source uint8, step int, 
 	tr := &Transport{
 		Policy:          Policy{MaxRetries: retries, BaseDelay: -1},
 		MaxBufferedBody: limit,
-		Base: relRT(func(r *http.Request) (*http.Response, error) {
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
 			attempts++
 			n := attempts

@@ -23,11 +23,6 @@ import (
 // transport can hand the Transport gets a documented result, never a panic,
 // a hang, unbounded memory or a lost byte.
 
-// relRT is a base RoundTripper made of a function.
-type relRT func(*http.Request) (*http.Response, error)
-
-func (f relRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // relBody is a request body that counts its closes and, when failAt ≥ 0,
 // fails with err once failAt bytes were read.
 type relBody struct {
@@ -200,7 +195,7 @@ func TestHostileRetryAfterThroughTransport(t *testing.T) {
 				var bodies []*relTrackedBody
 				var mu sync.Mutex
 				tr := &Transport{
-					Base: relRT(func(r *http.Request) (*http.Response, error) {
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 						if calls.Add(1) > 1 {
 							resp, _ := relResponse(200, "ok")
 							return resp, nil
@@ -304,7 +299,7 @@ func TestHostileSettings(t *testing.T) {
 				var calls atomic.Int32
 				tr := tt.tr
 				tr.Random = func() float64 { return 0 }
-				tr.Base = relRT(func(r *http.Request) (*http.Response, error) {
+				tr.Base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					calls.Add(1)
 					resp, _ := relResponse(503, "busy")
 					return resp, nil
@@ -352,7 +347,7 @@ func TestHostileMaxBufferedBodyNegative(t *testing.T) {
 	tr := &Transport{
 		MaxBufferedBody: -1,
 		Random:          func() float64 { return 0 },
-		Base: relRT(func(r *http.Request) (*http.Response, error) {
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			b, _ := io.ReadAll(r.Body)
 			r.Body.Close()
 			got = append(got, string(b))
@@ -378,7 +373,7 @@ func TestHostileMaxBufferedBodyNegative(t *testing.T) {
 func TestHostileBase(t *testing.T) {
 	t.Run("nil response and nil error", func(t *testing.T) {
 		var calls int
-		tr := &Transport{Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Random: func() float64 { return 0 }, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			return nil, nil
 		})}
@@ -400,7 +395,7 @@ func TestHostileBase(t *testing.T) {
 	relRunFake(t, "response and error", func(t *testing.T) {
 		var first *relTrackedBody
 		var calls int
-		tr := &Transport{Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Random: func() float64 { return 0 }, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			if calls == 1 {
 				var resp *http.Response
@@ -425,7 +420,7 @@ func TestHostileBase(t *testing.T) {
 	})
 	t.Run("response and non-retryable error", func(t *testing.T) {
 		var first *relTrackedBody
-		tr := &Transport{Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			var resp *http.Response
 			resp, first = relResponse(200, "x")
 			return resp, errors.New("broken")
@@ -440,7 +435,7 @@ func TestHostileBase(t *testing.T) {
 	})
 	relRunFake(t, "retried response with nil body and nil header", func(t *testing.T) {
 		var calls int
-		tr := &Transport{Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Random: func() float64 { return 0 }, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			if calls == 1 {
 				return &http.Response{StatusCode: 503}, nil
@@ -455,7 +450,7 @@ func TestHostileBase(t *testing.T) {
 		resp.Body.Close()
 	})
 	t.Run("status zero", func(t *testing.T) {
-		tr := &Transport{Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 0, Body: http.NoBody}, nil
 		})}
 		resp, err := tr.RoundTrip(relNewRequest(t, context.Background(), "GET", nil))
@@ -468,7 +463,7 @@ func TestHostileBase(t *testing.T) {
 // TestHostileRequests covers requests that cannot be sent, or whose body
 // misbehaves.
 func TestHostileRequests(t *testing.T) {
-	noBase := relRT(func(r *http.Request) (*http.Response, error) {
+	noBase := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		panic("Base must not be called")
 	})
 	t.Run("nil request", func(t *testing.T) {
@@ -535,7 +530,7 @@ func TestHostileRequests(t *testing.T) {
 		var calls int
 		var sent []byte
 		var baseErr error
-		tr := &Transport{MaxBufferedBody: 1000, Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{MaxBufferedBody: 1000, Random: func() float64 { return 0 }, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			sent, baseErr = io.ReadAll(r.Body)
 			r.Body.Close()
@@ -559,7 +554,7 @@ func TestHostileRequests(t *testing.T) {
 		var readBeforeBase int64
 		var sent []byte
 		var calls int
-		tr := &Transport{MaxBufferedBody: limit, Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{MaxBufferedBody: limit, Random: func() float64 { return 0 }, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			readBeforeBase = body.read.Load()
 			sent, _ = io.ReadAll(io.LimitReader(r.Body, 4*limit))
@@ -587,7 +582,7 @@ func TestHostileRequests(t *testing.T) {
 		req := relNewRequest(t, context.Background(), "PUT", strings.NewReader("abc"))
 		req.GetBody = func() (io.ReadCloser, error) { return nil, rewindErr }
 		var calls int
-		tr := &Transport{Random: func() float64 { return 0 }, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Random: func() float64 { return 0 }, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			r.Body.Close()
 			resp, _ := relResponse(503, "busy")
@@ -609,7 +604,7 @@ func TestHostileRequests(t *testing.T) {
 			var last *relTrackedBody
 			tr := &Transport{
 				Policy: Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: JitterNone},
-				Base: relRT(func(r *http.Request) (*http.Response, error) {
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					var resp *http.Response
 					resp, last = relResponse(503, "busy")
 					return resp, nil
@@ -636,7 +631,7 @@ func TestHostileRequests(t *testing.T) {
 		req.Header.Set("X-A", "1")
 		u := *req.URL
 		var calls int
-		tr := &Transport{Random: func() float64 { return 0 }, AttemptTimeout: time.Hour, Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Random: func() float64 { return 0 }, AttemptTimeout: time.Hour, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			r.Header.Set("X-Mutated", "yes") // a misbehaving base mutates its own clone
 			b, _ := io.ReadAll(r.Body)
@@ -672,7 +667,7 @@ func TestHostileRequests(t *testing.T) {
 		}
 	})
 	t.Run("huge response body on the returned response is left alone", func(t *testing.T) {
-		tr := &Transport{Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(io.LimitReader(&relPattern{}, 1<<30)), ContentLength: 1 << 30}, nil
 		})}
 		resp, err := tr.RoundTrip(relNewRequest(t, context.Background(), "GET", nil))
@@ -710,7 +705,7 @@ func TestHostileHugeBufferLimit(t *testing.T) {
 				MaxBufferedBody: math.MaxInt64,
 				Policy:          Policy{MaxRetries: 1, BaseDelay: -1},
 				HostGate:        HostGate{Off: true},
-				Base: relRT(func(r *http.Request) (*http.Response, error) {
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					b, _ := io.ReadAll(r.Body)
 					r.Body.Close()
 					sent = append(sent, b)
@@ -786,9 +781,9 @@ func TestHostileResponseAfterAttemptTimeout(t *testing.T) {
 						Policy:         Policy{MaxRetries: 1, BaseDelay: -1},
 						HostGate:       HostGate{Off: true},
 						OnRetry:        func(e RetryEvent) { reasons = append(reasons, e.Reason) },
-						Base: relRT(func(r *http.Request) (*http.Response, error) {
+						Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 							if calls.Add(1) == 1 {
-								time.Sleep(tc.delay) // ignores r.Context()
+								time.Sleep(tc.delay) // synctest's clock, no real wait; ignores r.Context()
 							}
 							return &http.Response{StatusCode: 200, Body: &relCtxBody{ctx: r.Context(), left: 3}}, nil
 						}),
@@ -815,8 +810,8 @@ func TestHostileResponseAfterAttemptTimeout(t *testing.T) {
 			tr := &Transport{
 				AttemptTimeout: 50 * time.Millisecond,
 				Policy:         Policy{MaxRetries: NoRetries},
-				Base: relRT(func(r *http.Request) (*http.Response, error) {
-					time.Sleep(80 * time.Millisecond)
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(80 * time.Millisecond) // synctest's clock, no real wait
 					resp, _ := relResponse(200, "late")
 					return resp, nil
 				}),
@@ -868,7 +863,7 @@ func TestHostileGetBodyReturnsNil(t *testing.T) {
 		req := relNewRequest(t, context.Background(), "PUT", strings.NewReader("abc"))
 		req.GetBody = func() (io.ReadCloser, error) { return nil, nil }
 		var sent []string
-		tr := &Transport{Base: relRT(func(r *http.Request) (*http.Response, error) {
+		tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			var b []byte
 			if r.Body != nil {
 				b, _ = io.ReadAll(r.Body)

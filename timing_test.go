@@ -228,7 +228,7 @@ func TestAttemptTimeoutRetriesASlowAttempt(t *testing.T) {
 
 		// The timeout covers the wait for headers only: reading the body
 		// later is not cut short.
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // synctest's clock: no real time passes
 		assert.NoError(t, okCtx.Err(), "the returned response's context outlives the attempt timeout")
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
