@@ -30,6 +30,7 @@ const (
 	gateFailStreak = 3     // this many failures in a row: the host is down again
 
 	gateSmallBacklog = 2 // held retries up to which random failures are retried at their rate
+	gateGapSamples   = 8 // the gap between first attempts averages about this many
 )
 
 // HostGate configures per-host coordination of retries. Its zero value is
@@ -43,8 +44,13 @@ const (
 // failure. The step starts at a quarter of the Policy's base delay and
 // doubles with every failure, a fresh first attempt's included, up to the
 // Policy's cap, so a lone request keeps about its own backoff while a busy
-// host is probed rarely. A Retry-After from the host sets the time before
-// which no held retry goes, for every waiter.
+// host is probed rarely. Once first attempts have come while retries of
+// the host were waiting (demand that does not wait for answers, unlike a
+// client whose requests run one at a time), no held retry probes until
+// first attempts stop: none for a step, and for a pause that arrivals at
+// their usual rate exceed only one time in fifty, up to the Policy's cap.
+// A Retry-After from the host sets the time before which no held retry
+// goes, for every waiter.
 //
 // Once the host answers, held retries are released oldest first at a pace
 // tied to the host's own successes: each first attempt that succeeds
@@ -140,7 +146,10 @@ type hostGate struct {
 	nextProbe  time.Time     // failing: no probe before; recovering: no idle release before
 	lastFirst  time.Time     // the latest first attempt's outcome
 	lastPop    time.Time     // the latest held retry sent
+	pending    time.Time     // a retry cleared at join is sent no later than this
+	lastFlow   time.Time     // the latest first attempt that came while a retry was pending
 	gap        time.Duration // moving average of the time between first attempts
+	gaps       int           // samples in gap, up to gateGapSamples
 	firstFails float64       // moving average of first attempts failing (0 to 1)
 	reopen     time.Time     // Retry-After: nothing released before
 	lastFail   time.Time
@@ -162,8 +171,18 @@ func newHostGate(cfg HostGate, minStep, maxStep time.Duration, now time.Time) *h
 // noteFirst records at now a first attempt's outcome, failed or not.
 // g.mu is held.
 func (g *hostGate) noteFirst(now time.Time, failed bool) {
+	if len(g.waiters) > 0 || now.Before(g.pending) {
+		// Demand that does not wait for the host's answers: a client whose
+		// requests run one at a time never sends a first attempt while
+		// one of its retries is pending.
+		g.lastFlow = now
+	}
 	if !g.lastFirst.IsZero() {
-		g.gap = (4*g.gap + max(now.Sub(g.lastFirst), 0)) / 5
+		// The mean of the first samples, then a moving average of the
+		// latest ones: a single early sample is as likely short as long.
+		g.gaps = min(g.gaps+1, gateGapSamples)
+		n := time.Duration(g.gaps)
+		g.gap = ((n-1)*g.gap + max(now.Sub(g.lastFirst), 0)) / n
 	}
 	g.lastFirst = now
 	x := 0.0
@@ -293,6 +312,30 @@ func (g *hostGate) idle() time.Duration {
 	return min(max(g.step, 4*g.gap), g.maxStep)
 }
 
+// flowing is the time before which a failing host needs no probe: first
+// attempts still flow, and each tells whether it is back. It applies once
+// a first attempt has come while a retry of the host was pending; a client
+// whose requests run one at a time never sends one then, and its retries
+// keep their own backoff (zero time). It is the latest first attempt plus a
+// step, and at least the pause that arrivals at the usual gap exceed one
+// time in fifty (see pauseFactor), capped as idle is. Stricter than idle,
+// which trusts four gaps: a probe sent into a host that is down is wasted,
+// while a release to a host that answers is not. g.mu is held.
+func (g *hostGate) flowing() time.Time {
+	if g.lastFlow.IsZero() {
+		return time.Time{}
+	}
+	pause := time.Duration(pauseFactor[g.gaps] * float64(g.gap))
+	return g.lastFirst.Add(min(max(g.step, pause), g.maxStep))
+}
+
+// pauseFactor[n] is the pause, in mean gaps measured over n gaps, that the
+// next gap of random (Poisson) arrivals exceeds one time in fifty:
+// n·(50^(1/n) − 1), the predictive tail of a rate estimated from n gaps. It
+// falls from 49 for one gap towards ln 50 ≈ 3.9, because a mean of few gaps
+// is as likely too short as too long.
+var pauseFactor = [gateGapSamples + 1]float64{0, 49, 12.14, 8.05, 6.64, 5.93, 5.52, 5.24, 5.05}
+
 // join asks at now to send a retry at sendAt, after its own backoff. It
 // returns nil when the retry may go then; otherwise a waiter to wait with
 // (see poll); or refused when the gate cannot reopen by limit (a
@@ -317,10 +360,12 @@ func (g *hostGate) join(now, sendAt, limit time.Time, spread, own time.Duration)
 		switch {
 		case g.recovering && g.credit >= 1:
 			g.credit--
+			g.pending = laterOf(g.pending, sendAt)
 			return nil, false
-		case !g.recovering && !sendAt.Before(g.nextProbe) && !sendAt.Before(now.Add(spread)):
+		case !g.recovering && !sendAt.Before(g.nextProbe) && !sendAt.Before(now.Add(spread)) && !sendAt.Before(g.flowing()):
 			// The probe of this round; the next round starts after it.
 			g.nextProbe = sendAt.Add(g.step)
+			g.pending = laterOf(g.pending, sendAt)
 			return nil, false
 		}
 	}
@@ -368,6 +413,9 @@ func (g *hostGate) poll(now time.Time, w *gateWaiter) (send bool, wake time.Time
 	own := laterOf(w.ownAt, laterOf(news, g.lastPop).Add(quiet))
 	if own = laterOf(own, laterOf(g.reopen, w.probeAt)); (!g.recovering || len(g.waiters) <= gateSmallBacklog+1) && own.Before(due) {
 		due = own
+	}
+	if !g.recovering {
+		due = laterOf(due, g.flowing())
 	}
 	if now.Before(due) {
 		return false, due

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -61,9 +62,11 @@ func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
 		t.Fatalf("second: send=%v wake=%v, want to sleep until nudged", send, wake)
 	}
 	// Fresh first attempts keep failing after the round is due: they stand
-	// in for the probe and push the schedule out.
+	// in for the probe and push the schedule out. This one came while
+	// retries were held, so first attempts flow: no probe goes before a
+	// pause that one gap of 100 ms makes unlikely, capped at the 1 s cap.
 	g.fail(at(100), true, 0)
-	if send, wake := g.poll(at(100), held[0]); send || !wake.Equal(at(200)) {
+	if send, wake := g.poll(at(100), held[0]); send || !wake.Equal(at(1100)) {
 		t.Fatalf("a failing first attempt did not stand in for the probe: send=%v wake=%v", send, wake)
 	}
 	// No first attempt at the next due time: the oldest goes as the probe,
@@ -210,5 +213,82 @@ func TestGateSetCostsNothingWhileNoHostFails(t *testing.T) {
 	}
 	if w, _ := g.join(t0, t0, farLimit, 0, noOwn); w != nil {
 		t.Fatal("a retired gate held a retry")
+	}
+}
+
+func TestGateHoldsProbesWhileFirstAttemptsFlow(t *testing.T) {
+	// A step that stays short and a cap of 10 s, so that the pause rules.
+	g := newHostGate(HostGate{}, time.Millisecond, 10*time.Second, t0)
+	g.fail(t0, true, 0)
+	// A lone request probes on its own schedule: nothing has shown yet
+	// that first attempts come while it waits.
+	if w, _ := g.join(at(0), at(50), farLimit, 0, noOwn); w != nil {
+		t.Fatal("a lone request's probe was held")
+	}
+	g.fail(at(50), false, 0)
+	if w, _ := g.join(at(50), at(150), farLimit, 0, noOwn); w != nil {
+		t.Fatal("the second probe was held before any first attempt came")
+	}
+	// A first attempt comes while that retry is pending (cleared, not yet
+	// sent): demand flows without waiting for answers.
+	g.fail(at(100), true, 0)
+	g.fail(at(150), false, 0)
+	// A probe now waits for a pause that one gap of 100 ms makes unlikely:
+	// 49 gaps. The next retry is held though its backoff and step passed.
+	w, _ := g.join(at(150), at(300), farLimit, 0, noOwn)
+	if w == nil {
+		t.Fatal("a probe went while first attempts flow")
+	}
+	if send, wake := g.poll(at(300), w); send || !wake.Equal(at(5000)) {
+		t.Fatalf("send=%v wake=%v, want a wake 4.9 s after the latest first attempt", send, wake)
+	}
+	// More gaps, better known: after four (mean 150 ms) the pause is 6.64
+	// of them, about 996 ms.
+	g.fail(at(400), true, 0)
+	g.fail(at(500), true, 0)
+	g.fail(at(600), true, 0)
+	send, wake := g.poll(at(600), w)
+	if want := at(1596); send || wake.Sub(want).Abs() > time.Millisecond {
+		t.Fatalf("send=%v wake=%v, want a wake at about %v", send, wake, want)
+	}
+	// Once first attempts stop for that long, the probe goes.
+	if send, _ := g.poll(wake, w); !send {
+		t.Fatal("no probe went once first attempts stopped")
+	}
+}
+
+func TestGateLoneRequestsNeverShowFlow(t *testing.T) {
+	g := newTestGate(0)
+	// Requests one at a time: each first attempt comes after the previous
+	// request ended, so they never show demand that does not wait.
+	for ms := 0; ms < 500; ms += 100 {
+		if w, _ := g.join(at(ms), at(ms+60), farLimit, 0, noOwn); w != nil {
+			g.leave(at(ms+60), w)
+		} else {
+			g.fail(at(ms+60), false, 0)
+		}
+		g.fail(at(ms+100), true, 0)
+	}
+	if !g.flowing().IsZero() {
+		t.Fatalf("requests one at a time were taken for flowing demand")
+	}
+	// Two at once do show it.
+	if w, _ := g.join(at(500), at(560), farLimit, 0, noOwn); w == nil {
+		g.fail(at(530), true, 0)
+	} else {
+		g.fail(at(530), true, 0)
+		g.leave(at(560), w)
+	}
+	if g.flowing().IsZero() {
+		t.Fatal("a first attempt while a retry was pending did not show flow")
+	}
+}
+
+func TestPauseFactorIsThePredictiveTail(t *testing.T) {
+	for n := 1; n < len(pauseFactor); n++ {
+		want := float64(n) * (math.Pow(50, 1/float64(n)) - 1)
+		if math.Abs(pauseFactor[n]-want) > 0.006 {
+			t.Errorf("pauseFactor[%d] = %v, want %.3f", n, pauseFactor[n], want)
+		}
 	}
 }
