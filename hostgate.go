@@ -10,12 +10,13 @@ import (
 const (
 	// DefaultReleaseShare is the most held retries released per first
 	// attempt that succeeds while a host recovers. The host's spare
-	// capacity is unknown to a client; 0.3 adds at most 30% to the load
-	// the host served before it failed, which drains held retries fast
-	// enough to rescue most of them within their retry horizon and keeps
-	// a host at 70% load below its capacity (the storm simulator's sweep,
-	// in the README, shows the trade-off).
-	DefaultReleaseShare = 0.3
+	// capacity is unknown to a client; 0.25 adds at most a quarter to the
+	// load the host served before it failed, which drains held retries
+	// fast enough to rescue most of them within their retry horizon and
+	// keeps a host at 70% load below its capacity, even when random
+	// arrivals bunch (the storm simulator's sweep, in the README, shows
+	// the trade-off).
+	DefaultReleaseShare = 0.25
 	// DefaultGateQuiet is how long a host must go without a retryable
 	// failure, and without held retries, before its gate is removed and
 	// its requests pay nothing again.
@@ -220,7 +221,13 @@ func (g *hostGate) fail(now time.Time, first bool, retryAfter time.Duration) {
 		g.noteFirst(now, true)
 	}
 	g.failures++
-	g.step = min(2*g.step, g.maxStep)
+	if !first || g.lastFlow.IsZero() {
+		// Once first attempts flow, flowing holds the probes while they
+		// fail; lengthening the step with each of them too would only
+		// space out the probes of the few held retries that remain when
+		// they stop.
+		g.step = min(2*g.step, g.maxStep)
+	}
 	if g.recovering {
 		g.failStreak++
 		g.share = max(g.share/2, gateMinShare*g.cfg.share())
@@ -326,7 +333,7 @@ func (g *hostGate) flowing() time.Time {
 		return time.Time{}
 	}
 	pause := time.Duration(pauseFactor[g.gaps] * float64(g.gap))
-	return g.lastFirst.Add(min(max(g.step, pause), g.maxStep))
+	return g.lastFirst.Add(min(pause, g.maxStep))
 }
 
 // pauseFactor[n] is the pause, in mean gaps measured over n gaps, that the

@@ -243,10 +243,15 @@ func TestGateHoldsProbesWhileFirstAttemptsFlow(t *testing.T) {
 		t.Fatalf("send=%v wake=%v, want a wake 4.9 s after the latest first attempt", send, wake)
 	}
 	// More gaps, better known: after four (mean 150 ms) the pause is 6.64
-	// of them, about 996 ms.
+	// of them, about 996 ms. Failing first attempts no longer lengthen the
+	// step: they hold the probes instead.
+	step := g.step
 	g.fail(at(400), true, 0)
 	g.fail(at(500), true, 0)
 	g.fail(at(600), true, 0)
+	if g.step != step {
+		t.Fatalf("first attempts that flow lengthened the step from %v to %v", step, g.step)
+	}
 	send, wake := g.poll(at(600), w)
 	if want := at(1596); send || wake.Sub(want).Abs() > time.Millisecond {
 		t.Fatalf("send=%v wake=%v, want a wake at about %v", send, wake, want)
