@@ -67,7 +67,7 @@ func WriteChart(w io.Writer, res Results) error {
 }
 
 // modeLabel names a mode in a chart's title.
-var modeLabel = map[Mode]string{Open: "open loop", Closed: "closed loop", Collapse: "open loop, collapsing server"}
+var modeLabel = map[Mode]string{Open: "open loop", Closed: "closed loop", Collapse: "open loop, collapsing server", Random: "open loop, random failures"}
 
 // span is the time axis's end: the last window of any system, so that
 // every plot of the chart shares one time axis.

@@ -33,11 +33,15 @@ const (
 	// CollapseAfter, as overloaded services do, so that retry storms
 	// prolong the outage.
 	Collapse Mode = "collapse"
+	// Random: open-loop arrivals and no outage; the server fails a share
+	// of all attempts (FailRate) at random, as a flaky backend does, so
+	// that storm control shows what it costs when there is no storm.
+	Random Mode = "random"
 )
 
 // Scenario is one storm: fleet, load, server and outage.
 type Scenario struct {
-	// Mode is open, closed or collapse.
+	// Mode is open, closed, collapse or random.
 	Mode Mode
 	// Clients is the number of client instances, each with its own
 	// system instance and connection pool.
@@ -64,6 +68,9 @@ type Scenario struct {
 	CollapseFactor float64
 	CollapseAfter  time.Duration
 	CollapseFor    time.Duration
+	// FailRate is the share of attempts answered 503 at random, whatever
+	// the load (Random mode; DefaultFailRate when zero).
+	FailRate float64
 	// Window is the width of the counting windows.
 	Window time.Duration
 	// Params are the retry numbers every system gets.
@@ -76,6 +83,9 @@ type Scenario struct {
 	LagLimit time.Duration
 	Reruns   int
 }
+
+// DefaultFailRate is Random mode's share of attempts failed at random.
+const DefaultFailRate = 0.05
 
 // Default is the scenario of `make storm`: a 3-second outage under 70%
 // load, which backoff alone turns into seconds of overload.
@@ -100,6 +110,16 @@ func Default() Scenario {
 	}
 }
 
+// RandomFailures is the default fleet and load without an outage, against
+// a server that fails DefaultFailRate of all attempts at random: what storm
+// control costs when there is no storm.
+func RandomFailures() Scenario {
+	s := Default()
+	s.Mode = Random
+	s.OutageStart, s.OutageEnd = 0, 0
+	return s
+}
+
 // Smoke is a short run of the default shape, small enough for CI: every
 // system in a few seconds in all.
 func Smoke() Scenario {
@@ -118,7 +138,7 @@ func Smoke() Scenario {
 // Validate reports a scenario that cannot run.
 func (s Scenario) Validate() error {
 	switch {
-	case s.Mode != Open && s.Mode != Closed && s.Mode != Collapse:
+	case s.Mode != Open && s.Mode != Closed && s.Mode != Collapse && s.Mode != Random:
 		return fmt.Errorf("storm: unknown mode %q", s.Mode)
 	case s.Clients < 1:
 		return fmt.Errorf("storm: need at least one client")
@@ -130,8 +150,21 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("storm: outage ends before it starts")
 	case s.Mode == Collapse && (s.CollapseFactor <= 0 || s.CollapseAfter < s.Window):
 		return fmt.Errorf("storm: collapse needs a factor and a span of at least one window")
+	case s.FailRate < 0 || s.FailRate >= 1:
+		return fmt.Errorf("storm: fail rate %v is not in [0, 1)", s.FailRate)
 	}
 	return nil
+}
+
+// failRate resolves FailRate: random failures happen in Random mode only.
+func (s Scenario) failRate() float64 {
+	switch {
+	case s.Mode != Random:
+		return 0
+	case s.FailRate == 0:
+		return DefaultFailRate
+	}
+	return s.FailRate
 }
 
 // burst resolves Burst.

@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,8 @@ const (
 	Shed
 	// Down: 503, the server is in its outage or collapsed.
 	Down
+	// Flaky: 503 at random (Random mode), whatever the load.
+	Flaky
 )
 
 // Window is what happened in one counting window of a run: the server's
@@ -26,7 +29,7 @@ type Window struct {
 	Start time.Duration
 	// Attempts is every request the server received; Served, ShedCount
 	// and DownCount split it by verdict.
-	Attempts, Served, ShedCount, DownCount int
+	Attempts, Served, ShedCount, DownCount, FlakyCount int
 	// Arrivals is the logical requests that arrived in the window;
 	// Succeeded and Failed the ones that finished in it, by outcome.
 	Arrivals, Succeeded, Failed int
@@ -46,8 +49,8 @@ type Request struct {
 // goroutines count at once, and a lock convoy on a busy machine would stall
 // the very traffic being measured.
 type counts struct {
-	attempts, served, shed, down atomic.Int64
-	arrivals, succeeded, failed  atomic.Int64
+	attempts, served, shed, down, flaky atomic.Int64
+	arrivals, succeeded, failed         atomic.Int64
 }
 
 // recorder is a run's shared state: the server's decisions and every count,
@@ -57,8 +60,9 @@ type recorder struct {
 	sc      Scenario
 	windows []counts // fixed length: the run's whole span, the last one catching later times
 
-	mu        sync.Mutex // guards the bucket and the collapse state
+	mu        sync.Mutex // guards the bucket, the collapse state and rng
 	bucket    *Bucket
+	rng       *rand.Rand    // Random mode's failures
 	downUntil time.Duration // Collapse: down until then
 	lastDown  time.Duration // the last time a Down verdict was given
 	anyDown   bool
@@ -75,6 +79,7 @@ func newRecorder(sc Scenario) *recorder {
 		sc:      sc,
 		windows: make([]counts, int(span/sc.Window)+1),
 		bucket:  NewBucket(sc.Capacity, sc.burst()),
+		rng:     rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
 	}
 }
 
@@ -101,6 +106,8 @@ func (r *recorder) Admit(now time.Duration) Verdict {
 		w.shed.Add(1)
 	case Down:
 		w.down.Add(1)
+	case Flaky:
+		w.flaky.Add(1)
 	}
 	return v
 }
@@ -109,6 +116,9 @@ func (r *recorder) Admit(now time.Duration) Verdict {
 func (r *recorder) verdict(now time.Duration) Verdict {
 	if now >= r.sc.OutageStart && now < r.sc.OutageEnd {
 		return Down
+	}
+	if f := r.sc.failRate(); f > 0 && r.rng.Float64() < f {
+		return Flaky
 	}
 	if r.sc.Mode == Collapse {
 		if now < r.downUntil {
@@ -179,7 +189,7 @@ func (r *recorder) Windows() []Window {
 		c := &r.windows[i]
 		out[i] = Window{
 			Start:    time.Duration(i) * r.sc.Window,
-			Attempts: int(c.attempts.Load()), Served: int(c.served.Load()), ShedCount: int(c.shed.Load()), DownCount: int(c.down.Load()),
+			Attempts: int(c.attempts.Load()), Served: int(c.served.Load()), ShedCount: int(c.shed.Load()), DownCount: int(c.down.Load()), FlakyCount: int(c.flaky.Load()),
 			Arrivals: int(c.arrivals.Load()), Succeeded: int(c.succeeded.Load()), Failed: int(c.failed.Load()),
 		}
 	}

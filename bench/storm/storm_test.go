@@ -153,3 +153,42 @@ func TestValidate(t *testing.T) {
 		t.Fatal("an unknown mode passed")
 	}
 }
+
+func TestRecorderRandomFailures(t *testing.T) {
+	sc := RandomFailures()
+	sc.Capacity = 1e9 // never shed: only the random failures fail
+	r := newRecorder(sc)
+	flaky := 0
+	const n = 20000
+	for i := range n {
+		switch v := r.Admit(time.Duration(i) * 100 * time.Microsecond); v {
+		case Flaky:
+			flaky++
+		case Served:
+		default:
+			t.Fatalf("attempt %d: %v, want Served or Flaky", i, v)
+		}
+	}
+	// 5% of 20000: 1000, with a standard deviation of about 31.
+	if flaky < 880 || flaky > 1120 {
+		t.Fatalf("%d of %d attempts failed at random, want about 1000", flaky, n)
+	}
+	total := 0
+	for _, w := range r.Windows() {
+		total += w.FlakyCount
+	}
+	if total != flaky || r.anyDown {
+		t.Fatalf("windows count %d random failures of %d; anyDown=%v", total, flaky, r.anyDown)
+	}
+	// Other modes never fail at random, whatever FailRate says.
+	open := Default()
+	open.FailRate = 0.5
+	if open.failRate() != 0 {
+		t.Fatal("an open-loop scenario failed at random")
+	}
+	bad := RandomFailures()
+	bad.FailRate = 1
+	if bad.Validate() == nil {
+		t.Fatal("a fail rate of 1 passed")
+	}
+}

@@ -26,9 +26,16 @@ func WriteTable(w io.Writer, res Results) {
 
 // Describe writes one line that says what the scenario was.
 func Describe(w io.Writer, sc Scenario) {
-	fmt.Fprintf(w, "Mode %s, %d clients, %.0f req/s offered, capacity %.0f req/s (burst %.0f), outage %s–%s, "+
+	failure := fmt.Sprintf("outage %s–%s", seconds(sc.OutageStart), seconds(sc.OutageEnd))
+	if sc.OutageEnd <= sc.OutageStart {
+		failure = "no outage"
+	}
+	if f := sc.failRate(); f > 0 {
+		failure += fmt.Sprintf(", %.1f%% of attempts failed at random", 100*f)
+	}
+	fmt.Fprintf(w, "Mode %s, %d clients, %.0f req/s offered, capacity %.0f req/s (burst %.0f), %s, "+
 		"arrivals for %s, request timeout %s, MaxRetries %d, base %s, cap %s, windows of %s, seed %d.",
-		sc.Mode, sc.Clients, sc.Rate, sc.Capacity, sc.burst(), seconds(sc.OutageStart), seconds(sc.OutageEnd),
+		sc.Mode, sc.Clients, sc.Rate, sc.Capacity, sc.burst(), failure,
 		seconds(sc.Duration), sc.RequestTimeout, sc.Params.MaxRetries, sc.Params.BaseDelay, sc.Params.MaxDelay, sc.Window, sc.Seed)
 	if sc.Mode == Collapse {
 		fmt.Fprintf(w, " Collapse: above %.1f× capacity over %s, down for %s.", sc.CollapseFactor, sc.CollapseAfter, sc.CollapseFor)
@@ -39,12 +46,12 @@ func Describe(w io.Writer, sc Scenario) {
 // WriteCSV writes every window of every system, one row each.
 func WriteCSV(w io.Writer, res Results) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"system", "t_ms", "attempts", "served", "shed", "down", "arrivals", "succeeded", "failed"})
+	cw.Write([]string{"system", "t_ms", "attempts", "served", "shed", "down", "arrivals", "succeeded", "failed", "flaky"})
 	for _, s := range res.Systems {
 		for _, win := range s.Windows {
 			cw.Write([]string{s.Name, strconv.FormatInt(win.Start.Milliseconds(), 10),
 				strconv.Itoa(win.Attempts), strconv.Itoa(win.Served), strconv.Itoa(win.ShedCount), strconv.Itoa(win.DownCount),
-				strconv.Itoa(win.Arrivals), strconv.Itoa(win.Succeeded), strconv.Itoa(win.Failed)})
+				strconv.Itoa(win.Arrivals), strconv.Itoa(win.Succeeded), strconv.Itoa(win.Failed), strconv.Itoa(win.FlakyCount)})
 		}
 	}
 	cw.Flush()

@@ -18,7 +18,8 @@ type stormRun struct {
 }
 
 // stormRuns are the report's storm scenarios: the default fleet, one
-// shared client, closed loop and a collapsing server.
+// shared client, closed loop, a collapsing server, and random failures
+// without an outage.
 func stormRuns() []stormRun {
 	open := storm.Default()
 	single := storm.Default()
@@ -32,6 +33,7 @@ func stormRuns() []stormRun {
 		{"single", "Open loop, one shared client", "The same load through one Transport and one connection pool.", single},
 		{"closed", "Closed loop", "Each client waits for its answer before it thinks and sends again, so the fleet's demand falls while requests wait.", closed},
 		{"collapse", "Collapse", "The server falls over again whenever its offered load stays above twice its capacity, so retries can prolong the outage.", collapse},
+		{"random", "Random failures, no outage", "The default fleet and load against a server that fails 5% of all attempts at random: what storm control costs when there is no storm.", storm.RandomFailures()},
 	}
 }
 

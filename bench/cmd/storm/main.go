@@ -18,7 +18,7 @@ import (
 func main() {
 	sc := storm.Default()
 	smoke := flag.Bool("smoke", false, "a run of a few seconds for CI: a small fleet and a short outage")
-	mode := flag.String("mode", string(sc.Mode), "open, closed or collapse")
+	mode := flag.String("mode", string(sc.Mode), "open, closed, collapse or random")
 	flag.IntVar(&sc.Clients, "clients", sc.Clients, "client instances, each with its own transport and pool")
 	flag.Float64Var(&sc.Rate, "rate", sc.Rate, "logical requests per second, all clients together")
 	flag.Float64Var(&sc.Capacity, "capacity", sc.Capacity, "requests per second the server serves")
@@ -28,6 +28,7 @@ func main() {
 	flag.IntVar(&sc.Params.MaxRetries, "retries", sc.Params.MaxRetries, "retries after the first attempt")
 	flag.DurationVar(&sc.Params.BaseDelay, "base", sc.Params.BaseDelay, "backoff base delay")
 	flag.DurationVar(&sc.Params.MaxDelay, "cap", sc.Params.MaxDelay, "backoff cap")
+	flag.Float64Var(&sc.FailRate, "fail-rate", sc.FailRate, "share of attempts failed at random in random mode; 0 means 5%")
 	flag.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the arrivals")
 	reruns := flag.Int("reruns", 0, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine)")
 	systems := flag.String("systems", "", "comma-separated system names; empty means all but the variants of httpretry: "+names())
@@ -39,6 +40,9 @@ func main() {
 	}
 	sc.Reruns = *reruns
 	sc.Mode = storm.Mode(*mode)
+	if sc.Mode == storm.Random && !isSet("outage-start") && !isSet("outage-end") {
+		sc.OutageStart, sc.OutageEnd = 0, 0 // random failures alone
+	}
 	var list []bench.System
 	for _, s := range bench.Systems {
 		if !s.Variant {
@@ -116,6 +120,13 @@ func sane(res storm.Results) error {
 		}
 	}
 	return nil
+}
+
+// isSet reports whether the flag named was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // names lists the known systems.
