@@ -7,10 +7,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/bench"
 	"github.com/httpretry/httpretry/bench/storm"
 )
@@ -30,6 +32,7 @@ func main() {
 	flag.DurationVar(&sc.Params.MaxDelay, "cap", sc.Params.MaxDelay, "backoff cap")
 	flag.Float64Var(&sc.FailRate, "fail-rate", sc.FailRate, "share of attempts failed at random in random mode; 0 means 5%")
 	flag.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the arrivals")
+	share := flag.Float64("release-share", 0, "when positive, run httpretry with this HostGate.ReleaseShare (for a sweep)")
 	reruns := flag.Int("reruns", 0, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine)")
 	systems := flag.String("systems", "", "comma-separated system names; empty means all but the variants of httpretry: "+names())
 	out := flag.String("out", "out", "directory for storm.csv and storm.png; empty writes neither")
@@ -54,6 +57,9 @@ func main() {
 		if list, ok = bench.Lookup(strings.Split(*systems, ",")); !ok {
 			fail(fmt.Errorf("unknown system in %q; known: %s", *systems, names()))
 		}
+	}
+	if *share > 0 {
+		list = withReleaseShare(list, *share)
 	}
 	res, err := storm.Run(sc, list)
 	if err != nil {
@@ -120,6 +126,24 @@ func sane(res storm.Results) error {
 		}
 	}
 	return nil
+}
+
+// withReleaseShare replaces httpretry in list by httpretry with the given
+// ReleaseShare, named after it.
+func withReleaseShare(list []bench.System, share float64) []bench.System {
+	out := make([]bench.System, 0, len(list))
+	for _, s := range list {
+		if s.Name == "httpretry" {
+			orig := s.New
+			s = bench.System{Name: fmt.Sprintf("httpretry (ReleaseShare %.2f)", share), New: func(base http.RoundTripper, p bench.Params) http.RoundTripper {
+				tr := orig(base, p).(*httpretry.Transport)
+				tr.HostGate.ReleaseShare = share
+				return tr
+			}}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // isSet reports whether the flag named was given on the command line.
