@@ -30,7 +30,7 @@ const (
 	gateMinShare   = 0.125 // ...and is never halved below an eighth of it
 	gateFailStreak = 3     // this many failures in a row: the host is down again
 
-	gateSmallBacklog = 2 // held retries up to which random failures are retried at their rate
+	gateSmallBacklog = 2 // held retries up to which a recovering host lets each keep about its own backoff
 	gateGapSamples   = 8 // the gap between first attempts averages about this many
 )
 
@@ -194,16 +194,14 @@ func (g *hostGate) noteFirst(now time.Time, failed bool) {
 }
 
 // perSuccess is the release credit a first attempt's success earns: the
-// share while a backlog of held retries drains; with little held, on a
-// host that mostly answers but fails first attempts at random, enough to
-// retry each of them once (f/(1-f) retries per success, up to two). The
-// backlog test keeps the second from defeating the first: after an outage
-// the host's shedding of an overload also fails first attempts, and more
-// credit would only feed the overload. g.mu is held.
+// share, or, on a host that answers but fails a share f of first attempts
+// at random, enough to retry each of them once (f/(1-f) retries per
+// success, up to two), whatever the backlog. f counts only the first
+// attempts since the host answered again (see ok), so that an outage's
+// failures do not turn into a burst of releases after it; a recovered host
+// that sheds an overload fails first attempts too, but each failure also
+// halves the share and three in a row close the gate. g.mu is held.
 func (g *hostGate) perSuccess() float64 {
-	if len(g.waiters) > gateSmallBacklog {
-		return g.share
-	}
 	f := min(g.firstFails, 2.0/3)
 	return max(g.share, f/(1-f))
 }
@@ -262,6 +260,7 @@ func (g *hostGate) ok(now time.Time, first bool) (retire bool) {
 	g.step = max(g.step/2, g.minStep)
 	if !g.recovering {
 		g.recovering, g.failStreak, g.failures = true, 0, 0
+		g.firstFails = 0 // the outage's failures are not random ones
 		g.share = gateStartShare * share
 		g.credit = g.share
 		g.nextProbe = now.Add(g.step)

@@ -297,3 +297,41 @@ func TestPauseFactorIsThePredictiveTail(t *testing.T) {
 		}
 	}
 }
+
+func TestGateRetriesRandomFailuresAtTheirRate(t *testing.T) {
+	g := newTestGate(0.25)
+	// An outage: first attempts fail for a while...
+	for ms := 10; ms <= 500; ms += 10 {
+		g.fail(at(ms), true, 0)
+	}
+	// ...then the host answers. Those failures are not random ones: the
+	// first release credit is the slow start's alone.
+	g.ok(at(510), true)
+	if got := g.perSuccess(); got != 0.125 {
+		t.Fatalf("credit per success right after an outage = %v, want the start share 0.125", got)
+	}
+	// A host that fails about 30% of first attempts at random: each success
+	// earns enough to retry each failure once, with many held too.
+	for i := range 400 {
+		now := at(520 + i)
+		if i%10 < 3 {
+			g.fail(now, true, 0)
+			g.ok(now, false) // its retry went through: the gate stays open
+		} else {
+			g.ok(now, true)
+		}
+	}
+	for range 6 {
+		g.join(at(920), at(930), farLimit, 0, noOwn)
+	}
+	if len(g.waiters) <= gateSmallBacklog {
+		t.Fatalf("%d held, want a backlog", len(g.waiters))
+	}
+	f := g.firstFails
+	if f < 0.2 || f > 0.4 {
+		t.Fatalf("first-attempt failure share %v, want about 0.3", f)
+	}
+	if got, want := g.perSuccess(), f/(1-f); math.Abs(got-want) > 1e-9 || got <= g.cfg.share() {
+		t.Fatalf("credit per success %v, want f/(1-f) = %v, above the share", got, want)
+	}
+}
