@@ -201,8 +201,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			st.budget.countRequest()
 		}
 
-		// Decide.
-		if ctx.Err() != nil {
+		// Decide. A response that is not retried is returned whether or not
+		// the caller has given up meanwhile, so the context is looked at
+		// only before an error or a retry: the success path skips it.
+		if err != nil && ctx.Err() != nil {
 			return a.finish(resp, err, n, StopCanceled)
 		}
 		retry, reason := t.classify(req, resp, err)
@@ -211,6 +213,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				st.gates.ok(req.URL.Host, n == 1) // the host answered
 			}
 			return a.finish(resp, err, n, StopNotRetryable)
+		}
+		if ctx.Err() != nil {
+			return a.finish(resp, err, n, StopCanceled)
 		}
 		wait, held, stop := t.schedule(req, &body, resp, err, n, prev, start, waited)
 		if stop != StopNone {
