@@ -43,13 +43,13 @@ const (
 // are never gated or delayed) and tell whether it is back; a held retry
 // goes as a probe only when the schedule's step has passed since the last
 // failure. The step starts at a quarter of the Policy's base delay and
-// doubles with every failure, a fresh first attempt's included, up to the
-// Policy's cap, so a lone request keeps about its own backoff while a busy
-// host is probed rarely. Once first attempts have come while retries of
-// the host were waiting (demand that does not wait for answers, unlike a
-// client whose requests run one at a time), no held retry probes until
-// first attempts stop: none for a step, and for a pause that arrivals at
-// their usual rate exceed only one time in fifty, up to the Policy's cap.
+// doubles with every failure up to the Policy's cap, so a lone request
+// keeps about its own backoff. Once first attempts have come while retries
+// of the host were waiting (demand that does not wait for answers, unlike
+// a client whose requests run one at a time), no held retry probes until
+// first attempts stop: none for a pause that arrivals at their usual rate
+// exceed only one time in fifty, up to the Policy's cap; their failures
+// then no longer lengthen the step.
 // A Retry-After from the host sets the time before which no held retry
 // goes, for every waiter.
 //
@@ -209,8 +209,9 @@ func (g *hostGate) perSuccess() float64 {
 // fail records a retryable failure at now; first says whether it was a
 // first attempt, retryAfter > 0 is the host's Retry-After. While the host
 // is failing every retry sent is a probe, so its failure lengthens the
-// schedule; a first attempt does so when a probe was due, standing in for
-// it. A lone request's retries thus keep about their own backoff.
+// schedule; a first attempt's does too until first attempts are seen to
+// flow (see flowing), which then holds the probes. A lone request's
+// retries thus keep about their own backoff.
 func (g *hostGate) fail(now time.Time, first bool, retryAfter time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -236,9 +237,7 @@ func (g *hostGate) fail(now time.Time, first bool, retryAfter time.Duration) {
 		}
 	} else {
 		// Every failure, a fresh first attempt's too, is news that the
-		// host is still down: the next probe moves out, by a step that
-		// doubles with each failure, so that a host with many requests
-		// is probed about as rarely as one with few.
+		// host is still down: the next probe moves out by a step.
 		g.nextProbe = laterOf(g.nextProbe, now.Add(g.step))
 	}
 	if retryAfter > 0 {
@@ -322,11 +321,11 @@ func (g *hostGate) idle() time.Duration {
 // attempts still flow, and each tells whether it is back. It applies once
 // a first attempt has come while a retry of the host was pending; a client
 // whose requests run one at a time never sends one then, and its retries
-// keep their own backoff (zero time). It is the latest first attempt plus a
-// step, and at least the pause that arrivals at the usual gap exceed one
-// time in fifty (see pauseFactor), capped as idle is. Stricter than idle,
-// which trusts four gaps: a probe sent into a host that is down is wasted,
-// while a release to a host that answers is not. g.mu is held.
+// keep their own backoff (zero time). It is the latest first attempt plus
+// the pause that arrivals at the usual gap exceed one time in fifty (see
+// pauseFactor), capped at the largest step. Stricter than idle, which
+// trusts four gaps: a probe sent into a host that is down is wasted, while
+// a release to a host that answers is not. g.mu is held.
 func (g *hostGate) flowing() time.Time {
 	if g.lastFlow.IsZero() {
 		return time.Time{}
