@@ -27,8 +27,8 @@ const (
 type Window struct {
 	// Start is the window's start, from the start of the run.
 	Start time.Duration
-	// Attempts is every request the server received; Served, ShedCount
-	// and DownCount split it by verdict.
+	// Attempts is every request the server received; Served, ShedCount,
+	// DownCount and FlakyCount split it by verdict.
 	Attempts, Served, ShedCount, DownCount, FlakyCount int
 	// Arrivals is the logical requests that arrived in the window;
 	// Succeeded and Failed the ones that finished in it, by outcome.
