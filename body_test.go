@@ -331,3 +331,26 @@ func TestPeekingClassifierKeepsBodyForCaller(t *testing.T) {
 	assert.Equal(t, `{"error":"fatal"}`, string(b), "the final body is whole after peeking")
 	assert.Equal(t, 2, base.calls())
 }
+func TestDrainKeeping(t *testing.T) {
+	small := response(503, "short")
+	kept, ok := drainKeeping(small)
+	if !ok || string(kept) != "short" || closes(small) != 1 {
+		t.Errorf("small body: %q %v closes=%d", kept, ok, closes(small))
+	}
+	exact := response(503, string(make([]byte, drainLimit)))
+	if kept, ok := drainKeeping(exact); !ok || len(kept) != drainLimit {
+		t.Errorf("a body of exactly drainLimit is kept whole: %d %v", len(kept), ok)
+	}
+	long := response(503, string(make([]byte, drainLimit+1)))
+	long.ContentLength = -1
+	if _, ok := drainKeeping(long); ok || closes(long) != 1 {
+		t.Errorf("a body over drainLimit is not kept, and is closed")
+	}
+	big := response(503, string(make([]byte, 1<<20)))
+	if _, ok := drainKeeping(big); ok || big.Body.(*trackedBody).read.Load() != 0 {
+		t.Errorf("a declared-large body is closed unread")
+	}
+	if _, ok := drainKeeping(&http.Response{}); ok {
+		t.Errorf("no body, nothing kept")
+	}
+}

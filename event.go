@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// RetryEvent describes one failed attempt, as given to Transport.OnRetry and
-// Transport.OnGiveUp.
+// RetryEvent describes one failed attempt, as given to Transport.OnRetry
+// (the attempt is retried) and Transport.OnGiveUp (it is not).
 type RetryEvent struct {
 	// Request is the caller's request. Read it; never modify it.
 	Request *http.Request
@@ -14,19 +14,24 @@ type RetryEvent struct {
 	Attempt int
 	// Response is the attempt's response, nil when Err is set. In OnRetry
 	// its body is already drained and closed: read the status and headers
-	// only. In OnGiveUp it is the response RoundTrip is about to return:
-	// leave its body to the caller.
+	// only. In OnGiveUp it is the response RoundTrip is about to return,
+	// its body left to the caller, except with StopCanceled, when
+	// RoundTrip returns an error and the body is already closed.
 	Response *http.Response
 	// Err is the attempt's transport error, nil when Response is set.
 	Err error
 	// Reason is the classifier's reason the outcome is retryable, such as
 	// "status 503" or "connection reset".
 	Reason string
-	// Wait is the backoff OnRetry's caller is about to wait before the next
-	// attempt, Retry-After included; zero in OnGiveUp. A retry that the host
-	// gate holds (see HostGate) may wait longer, as long as the gate's
-	// schedule for that host says: the hold is not known in advance.
+	// Wait is the time waited after this attempt: in OnRetry, before the
+	// retry about to be sent (its backoff, Retry-After included, and any
+	// hold); in OnGiveUp, before the request gave up (zero when it gave up
+	// at once).
 	Wait time.Duration
+	// Held is the part of Wait that storm control's host gate added
+	// beyond the request's own backoff (see StormControl); zero for a
+	// retry that was not held.
+	Held time.Duration
 	// Stop is why OnGiveUp's caller makes no further attempt; StopNone in
 	// OnRetry.
 	Stop StopReason

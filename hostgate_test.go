@@ -1,337 +1,221 @@
 package httpretry
 
 import (
-	"math"
 	"testing"
 	"time"
 )
 
-// newTestGate returns a gate whose host failed at t0, with a probe step
-// from 25 ms (50 ms after that failure) to 1 s.
-func newTestGate(share float64) *hostGate {
-	g := newHostGate(HostGate{ReleaseShare: share}, 25*time.Millisecond, time.Second, t0)
-	g.fail(t0, true, 0)
-	return g
-}
+// The host gate's state machine, driven with the time passed in.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-var farLimit = t0.Add(time.Hour)
-
-// noOwn is a held retry's own step long enough that its own bound never
-// comes in these tests, which drive the shared schedule alone.
-const noOwn = time.Hour
-
-func TestGateLoneRequestProbesOnItsOwnSchedule(t *testing.T) {
-	g := newTestGate(0)
-	// The first failure made the next probe due 50 ms later; a retry
-	// whose own backoff ends then goes without waiting.
-	if w, refused := g.join(at(0), at(50), farLimit, 0, noOwn); w != nil || refused {
-		t.Fatalf("first retry held: w=%v refused=%v", w, refused)
+// failing returns a host set and n members of host "h" that have each
+// failed once, the first at 0 ms and the others one ms apart, as first
+// attempts; the host's health is then nil, as it is in an outage.
+func failing(n int) (*hostSet, []*member) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := make([]*member, n)
+	for i := range ms {
+		ms[i] = newMember()
+		s.failed("h", ms[i], true, 100*time.Millisecond, at(i), time.Time{})
 	}
-	// Its failure doubles the step: the next probe is due 100 ms on.
-	g.fail(at(50), false, 0)
-	if st := g.state("h"); st.Failures != 2 || !st.NextProbe.Equal(at(150)) {
-		t.Fatalf("after a failed probe: %+v", st)
-	}
-	if w, _ := g.join(at(50), at(150), farLimit, 0, noOwn); w != nil {
-		t.Fatal("a retry whose backoff ends at the due time was held")
+	return s, ms
+}
+
+func TestGateLetsALoneRequestGo(t *testing.T) {
+	_, ms := failing(1)
+	if !ms[0].h.ask(ms[0], at(50), true) {
+		t.Fatal("a request alone on its host was held")
 	}
 }
 
-func TestGateHoldsConcurrentRetriesAndProbesOnce(t *testing.T) {
-	g := newTestGate(0)
-	probe, _ := g.join(at(0), at(50), farLimit, 0, noOwn)
-	if probe != nil {
-		t.Fatal("the round's probe was held")
+func TestGateHoldsOnlyOnEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		prep func(s *hostSet, ms []*member)
+		kept bool
+		want bool // goes
+	}{
+		{"others fail, host silent: held", func(*hostSet, []*member) {}, true, false},
+		{"a body that could not be returned: never held", func(*hostSet, []*member) {}, false, true},
+		{"host answers often: its failures are noise", func(s *hostSet, ms []*member) {
+			for range 4 {
+				ms[0].h.answered(at(5), true, s.share)
+			}
+		}, true, true},
+		{"fresh requests stopped: the oldest probes", func(*hostSet, []*member) {}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(3)
+			tc.prep(s, ms)
+			m, now := ms[1], at(10)
+			if tc.name == "fresh requests stopped: the oldest probes" {
+				m, now = ms[0], at(10_000)
+			}
+			if got := m.h.ask(m, now, tc.kept); got != tc.want {
+				t.Errorf("goes = %v, want %v", got, tc.want)
+			}
+		})
 	}
-	var held []*gateWaiter
-	for range 5 {
-		w, refused := g.join(at(10), at(75), farLimit, 0, noOwn)
-		if w == nil || refused {
-			t.Fatalf("a second retry in the same round was not held")
+}
+
+func TestGateOldestProbesOnlyWhenFreshRequestsStop(t *testing.T) {
+	s, ms := failing(3) // first attempts at 0, 1, 2 ms: the usual gap is 1 ms
+	h := ms[0].h
+	if h.ask(ms[0], at(5), true) {
+		t.Error("the oldest probed while fresh requests were still coming (5 ms after the last)")
+	}
+	send, wake, _ := h.poll(ms[0], at(5))
+	if send || !wake.Equal(at(2+flowGaps)) {
+		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), at(2+flowGaps).Sub(t0))
+	}
+	if send, _, _ := h.poll(ms[1], at(100)); send {
+		t.Error("a retry that is not the oldest probed")
+	}
+	if send, _, _ := h.poll(ms[0], at(2+flowGaps)); !send {
+		t.Error("the oldest did not probe once fresh requests stopped")
+	}
+	s.failed("h", newMember(), true, 100*time.Millisecond, at(200), time.Time{})
+	if h.ask(ms[0], at(201), true) {
+		t.Error("the oldest probed right after a new first attempt came")
+	}
+}
+
+func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
+	s, ms := failing(5)
+	h := ms[0].h
+	for _, m := range ms[1:] {
+		if h.ask(m, at(10), true) {
+			t.Fatal("held retry went")
 		}
-		held = append(held, w)
 	}
-	// The oldest keeps the clock; the others sleep until nudged.
-	send, wake := g.poll(at(75), held[0])
-	if send || !wake.Equal(at(100)) {
-		t.Fatalf("oldest: send=%v wake=%v, want a wake at the next round", send, wake)
-	}
-	if send, wake := g.poll(at(75), held[1]); send || !wake.IsZero() {
-		t.Fatalf("second: send=%v wake=%v, want to sleep until nudged", send, wake)
-	}
-	// Fresh first attempts keep failing after the round is due: they stand
-	// in for the probe and push the schedule out. This one came while
-	// retries were held, so first attempts flow: no probe goes before a
-	// pause that one gap of 100 ms makes unlikely, capped at the 1 s cap.
-	g.fail(at(100), true, 0)
-	if send, wake := g.poll(at(100), held[0]); send || !wake.Equal(at(1100)) {
-		t.Fatalf("a failing first attempt did not stand in for the probe: send=%v wake=%v", send, wake)
-	}
-	// No first attempt at the next due time: the oldest goes as the probe,
-	// the next one takes over the clock.
-	_, wake = g.poll(at(100), held[0])
-	if send, _ := g.poll(wake, held[0]); !send {
-		t.Fatal("no probe went when none stood in")
-	}
-	select {
-	case <-held[1].ch:
-	default:
-		t.Fatal("the new oldest waiter was not nudged")
-	}
-	if send, _ := g.poll(wake, held[1]); send {
-		t.Fatal("two probes in one round")
-	}
-}
-
-func TestGateReleasesAtTheShareOfFirstSuccesses(t *testing.T) {
-	g := newTestGate(0.4)
-	var held []*gateWaiter
-	g.join(at(0), at(50), farLimit, 0, noOwn) // the first round's probe
-	for range 20 {
-		w, _ := g.join(at(1), at(1), farLimit, 0, noOwn)
-		held = append(held, w)
-	}
+	// The outage's first failure halved the share to 1/8; each success
+	// grows it by 1/32 and then earns it: 5/32, 6/32, 7/32, 8/32, 8/32...
+	// so the line is released at the 5th, 9th and 13th success.
 	released := func() (n int) {
-		for _, w := range held {
-			if w.released {
+		for _, m := range ms[1:] {
+			if m.released {
 				n++
 			}
 		}
 		return n
 	}
-	// The host answers: the share starts at half (0.2) and grows by 0.05
-	// per success up to 0.4.
-	g.ok(at(10), true)
-	if n := released(); n != 0 {
-		t.Fatalf("%d released at once on recovery, want 0: never all at once", n)
+	var got []int
+	for i := range 13 {
+		h.answered(at(20+i), true, s.share)
+		got = append(got, released())
 	}
-	for i := range 10 {
-		g.ok(at(11+i), true)
-	}
-	// credit: 0.2, then +0.25 +0.3 +0.35 +0.4×7 = 3.9: 3 released.
-	if n := released(); n != 3 {
-		t.Fatalf("released %d after 11 first successes, want 3", n)
-	}
-	for i, w := range held {
-		if w.released != (i < 3) {
-			t.Fatalf("release out of order at %d", i)
+	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("released after each success: %v, want %v", got, want)
 		}
 	}
-	// A released retry's own success releases nothing more.
-	g.ok(at(30), false)
-	if n := released(); n != 3 {
-		t.Fatalf("a retry's success released another: %d", n)
+	for i, m := range ms[1:4] {
+		if !m.released {
+			t.Errorf("member %d, among the oldest three, was not released", i+1)
+		}
 	}
-	// A failure halves the share (0.4 → 0.2).
-	g.fail(at(31), false, 0)
-	if st := g.state("h"); st.Share != 0.2 || !st.Recovering {
-		t.Fatalf("after one failure while recovering: %+v", st)
-	}
-	// Three in a row: the host is down again.
-	g.fail(at(32), true, 0)
-	g.fail(at(33), true, 0)
-	if st := g.state("h"); st.Recovering {
-		t.Fatalf("three failures in a row did not close the gate: %+v", st)
-	}
-	g.ok(at(40), true)
-	g.ok(at(41), true)
-	if n := released(); n != 3 {
-		t.Fatalf("%d released right after the gate closed and reopened, want 3", n)
+	if ms[4].released {
+		t.Error("the youngest was released before an older one")
 	}
 }
 
-func TestGateRetryAfterSetsTheReopeningForEveryone(t *testing.T) {
-	g := newTestGate(0)
-	g.join(at(0), at(50), farLimit, 0, noOwn) // probe
-	w, _ := g.join(at(0), at(10), farLimit, 0, noOwn)
-	g.fail(at(0), false, 2*time.Second)
-	// A retry whose limit comes before the reopening is refused at once.
-	if w2, refused := g.join(at(1), at(10), at(1500), 0, noOwn); w2 != nil || !refused {
-		t.Fatalf("a retry that cannot outlast the Retry-After was not refused")
+func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
+	s, ms := failing(4)
+	h := ms[0].h
+	if h.share != DefaultReleaseShare/2 {
+		t.Fatalf("share %v after an outage's failures with no release, want halved once: %v", h.share, DefaultReleaseShare/2)
 	}
-	if send, wake := g.poll(at(100), w); send || !wake.Equal(at(2000)) {
-		t.Fatalf("oldest before Retry-After: send=%v wake=%v, want 2s", send, wake)
+	for _, m := range ms[1:] {
+		h.ask(m, at(10), true)
 	}
-	// A first attempt succeeding early does not release anyone before it.
+	for i := range 5 { // 5/32 + 6/32 + 7/32 + 8/32 + 8/32: one release
+		h.answered(at(20+i), true, s.share)
+	}
+	if h.share != DefaultReleaseShare || !ms[1].released {
+		t.Fatalf("share %v, released %v: the setup did not reach a release at full share", h.share, ms[1].released)
+	}
+	s.failed("h", ms[0], false, time.Second, at(60), time.Time{})
+	if h.share != DefaultReleaseShare/2 {
+		t.Errorf("share %v after a failure that followed a release, want halved", h.share)
+	}
+	s.failed("h", ms[0], false, time.Second, at(61), time.Time{})
+	if h.share != DefaultReleaseShare/2 {
+		t.Errorf("share %v after a second failure with no release between, want it halved once only", h.share)
+	}
+}
+
+func TestGateRetryAfterHoldsTheLineUntilItsDate(t *testing.T) {
+	s := newHostSet(1)
+	a, b := newMember(), newMember()
+	s.failed("h", a, true, time.Millisecond, at(0), at(1000))
+	s.failed("h", b, true, time.Millisecond, at(0), at(1000))
+	h := a.h
 	for i := range 10 {
-		g.ok(at(500+i), true)
+		h.answered(at(100+i), true, s.share) // successes before the date earn nothing
 	}
-	if w.released {
-		t.Fatal("released before the Retry-After time")
+	if h.ask(b, at(1000), true) {
+		t.Error("a retry told to wait went on credit earned before the date, or as noise")
 	}
-	if send, _ := g.poll(at(2000), w); !send {
-		t.Fatal("not released at the Retry-After time")
+	if h.credit != 0 {
+		t.Errorf("credit %v earned before the Retry-After date", h.credit)
+	}
+	if send, wake, _ := h.poll(a, at(500)); send || !wake.Equal(at(1000)) {
+		t.Errorf("the oldest before the date: send %v, wake %v; want a wake at the date", send, wake.Sub(t0))
 	}
 }
 
-func TestGateLeaveNudgesTheNextAndKeepsOrder(t *testing.T) {
-	g := newTestGate(0)
-	g.join(at(0), at(50), farLimit, 0, noOwn) // probe
-	a, _ := g.join(at(0), at(0), farLimit, 0, noOwn)
-	b, _ := g.join(at(0), at(0), farLimit, 0, noOwn)
-	g.leave(at(5), a)
+func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
+	s, ms := failing(3)
+	h := ms[0].h
+	h.ask(ms[1], at(10), true)
+	h.ask(ms[2], at(10), true)
+	h.credit = 1
+	h.release(at(11))
+	if !ms[1].released {
+		t.Fatal("the oldest waiting was not released")
+	}
+	h.abandon(ms[1], at(12)) // its wait ran out just as it was released
+	if !ms[2].released {
+		t.Error("the release ms[1] did not use did not go to the next in line")
+	}
+	_ = s
+}
+
+func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
+	s, ms := failing(3)
+	if s.active.Load() != 1 || len(s.m) != 1 {
+		t.Fatalf("active %d, map %d", s.active.Load(), len(s.m))
+	}
+	ms[0].h.ask(ms[1], at(10), true)
+	s.leave(ms[0])
 	select {
-	case <-b.ch:
+	case <-ms[1].wake:
 	default:
-		t.Fatal("the new oldest waiter was not nudged")
+		t.Error("the new oldest, held, was not nudged when the oldest left")
 	}
-	if st := g.state("h"); st.Held != 1 {
-		t.Fatalf("held %d, want 1", st.Held)
+	s.leave(ms[1])
+	s.leave(ms[2])
+	if s.active.Load() != 0 || len(s.m) != 0 {
+		t.Errorf("after every request left: active %d, map %d; want nothing kept", s.active.Load(), len(s.m))
 	}
-	g.leave(at(6), a) // twice: no effect
-	if st := g.state("h"); st.Held != 1 {
-		t.Fatalf("held %d after a second leave, want 1", st.Held)
-	}
-}
-
-func TestGateRetiresWhenQuiet(t *testing.T) {
-	g := newTestGate(0)
-	if g.ok(at(10), true) {
-		t.Fatal("retired right after a failure")
-	}
-	if !g.ok(t0.Add(DefaultGateQuiet), true) {
-		t.Fatal("not retired after a quiet period with nothing held")
+	// A request to the host that never failed finds nothing to update.
+	s.answered("h", nil, true)
+	if len(s.m) != 0 {
+		t.Error("an answer created state")
 	}
 }
 
-func TestGateSetCostsNothingWhileNoHostFails(t *testing.T) {
-	s := newGateSet(HostGate{}, 25*time.Millisecond, time.Second)
-	s.ok("a", true) // no gate: nothing to do
-	if s.active.Load() != 0 {
-		t.Fatal("a gate appeared without a failure")
+func TestGateLimits(t *testing.T) {
+	l := holdLimits{span: at(100), horizon: at(1000)}
+	if !l.end(false).Equal(at(100)) || !l.end(true).Equal(at(1000)) {
+		t.Errorf("end: failing %v, answered %v", l.end(false).Sub(t0), l.end(true).Sub(t0))
 	}
-	g := s.fail("a", t0, true, 0)
-	if s.active.Load() != 1 || len(s.states()) != 1 {
-		t.Fatal("the failing host has no gate")
-	}
-	g.ok(t0.Add(DefaultGateQuiet), true)
-	s.retire("a", g, t0.Add(DefaultGateQuiet))
-	if s.active.Load() != 0 || len(s.states()) != 0 {
-		t.Fatal("the quiet gate was not removed")
-	}
-	if w, _ := g.join(t0, t0, farLimit, 0, noOwn); w != nil {
-		t.Fatal("a retired gate held a retry")
-	}
-}
-
-func TestGateHoldsProbesWhileFirstAttemptsFlow(t *testing.T) {
-	// A step that stays short and a cap of 10 s, so that the pause rules.
-	g := newHostGate(HostGate{}, time.Millisecond, 10*time.Second, t0)
-	g.fail(t0, true, 0)
-	// A lone request probes on its own schedule: nothing has shown yet
-	// that first attempts come while it waits.
-	if w, _ := g.join(at(0), at(50), farLimit, 0, noOwn); w != nil {
-		t.Fatal("a lone request's probe was held")
-	}
-	g.fail(at(50), false, 0)
-	if w, _ := g.join(at(50), at(150), farLimit, 0, noOwn); w != nil {
-		t.Fatal("the second probe was held before any first attempt came")
-	}
-	// A first attempt comes while that retry is pending (cleared, not yet
-	// sent): demand flows without waiting for answers.
-	g.fail(at(100), true, 0)
-	g.fail(at(150), false, 0)
-	// A probe now waits for a pause that one gap of 100 ms makes unlikely:
-	// 49 gaps. The next retry is held though its backoff and step passed.
-	w, _ := g.join(at(150), at(300), farLimit, 0, noOwn)
-	if w == nil {
-		t.Fatal("a probe went while first attempts flow")
-	}
-	if send, wake := g.poll(at(300), w); send || !wake.Equal(at(5000)) {
-		t.Fatalf("send=%v wake=%v, want a wake 4.9 s after the latest first attempt", send, wake)
-	}
-	// More gaps, better known: after four (mean 150 ms) the pause is 6.64
-	// of them, about 996 ms. Failing first attempts no longer lengthen the
-	// step: they hold the probes instead.
-	step := g.step
-	g.fail(at(400), true, 0)
-	g.fail(at(500), true, 0)
-	g.fail(at(600), true, 0)
-	if g.step != step {
-		t.Fatalf("first attempts that flow lengthened the step from %v to %v", step, g.step)
-	}
-	send, wake := g.poll(at(600), w)
-	if want := at(1596); send || wake.Sub(want).Abs() > time.Millisecond {
-		t.Fatalf("send=%v wake=%v, want a wake at about %v", send, wake, want)
-	}
-	// Once first attempts stop for that long, the probe goes.
-	if send, _ := g.poll(wake, w); !send {
-		t.Fatal("no probe went once first attempts stopped")
-	}
-}
-
-func TestGateLoneRequestsNeverShowFlow(t *testing.T) {
-	g := newTestGate(0)
-	// Requests one at a time: each first attempt comes after the previous
-	// request ended, so they never show demand that does not wait.
-	for ms := 0; ms < 500; ms += 100 {
-		if w, _ := g.join(at(ms), at(ms+60), farLimit, 0, noOwn); w != nil {
-			g.leave(at(ms+60), w)
-		} else {
-			g.fail(at(ms+60), false, 0)
-		}
-		g.fail(at(ms+100), true, 0)
-	}
-	if !g.flowing().IsZero() {
-		t.Fatalf("requests one at a time were taken for flowing demand")
-	}
-	// Two at once do show it.
-	if w, _ := g.join(at(500), at(560), farLimit, 0, noOwn); w == nil {
-		g.fail(at(530), true, 0)
-	} else {
-		g.fail(at(530), true, 0)
-		g.leave(at(560), w)
-	}
-	if g.flowing().IsZero() {
-		t.Fatal("a first attempt while a retry was pending did not show flow")
-	}
-}
-
-func TestPauseFactorIsThePredictiveTail(t *testing.T) {
-	for n := 1; n < len(pauseFactor); n++ {
-		want := float64(n) * (math.Pow(50, 1/float64(n)) - 1)
-		if math.Abs(pauseFactor[n]-want) > 0.006 {
-			t.Errorf("pauseFactor[%d] = %v, want %.3f", n, pauseFactor[n], want)
-		}
-	}
-}
-
-func TestGateRetriesRandomFailuresAtTheirRate(t *testing.T) {
-	g := newTestGate(0.25)
-	// An outage: first attempts fail for a while...
-	for ms := 10; ms <= 500; ms += 10 {
-		g.fail(at(ms), true, 0)
-	}
-	// ...then the host answers. Those failures are not random ones: the
-	// first release credit is the slow start's alone.
-	g.ok(at(510), true)
-	if got := g.perSuccess(); got != 0.125 {
-		t.Fatalf("credit per success right after an outage = %v, want the start share 0.125", got)
-	}
-	// A host that fails about 30% of first attempts at random: each success
-	// earns enough to retry each failure once, with many held too.
-	for i := range 400 {
-		now := at(520 + i)
-		if i%10 < 3 {
-			g.fail(now, true, 0)
-			g.ok(now, false) // its retry went through: the gate stays open
-		} else {
-			g.ok(now, true)
-		}
-	}
-	for range 6 {
-		g.join(at(920), at(930), farLimit, 0, noOwn)
-	}
-	if len(g.waiters) <= gateSmallBacklog {
-		t.Fatalf("%d held, want a backlog", len(g.waiters))
-	}
-	f := g.firstFails
-	if f < 0.2 || f > 0.4 {
-		t.Fatalf("first-attempt failure share %v, want about 0.3", f)
-	}
-	if got, want := g.perSuccess(), f/(1-f); math.Abs(got-want) > 1e-9 || got <= g.cfg.share() {
-		t.Fatalf("credit per success %v, want f/(1-f) = %v, above the share", got, want)
+	l.hard = at(50)
+	if !l.end(true).Equal(at(50)) {
+		t.Errorf("the deadline did not bound the hold: %v", l.end(true).Sub(t0))
 	}
 }

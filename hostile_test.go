@@ -607,9 +607,9 @@ func TestHostileRequests(t *testing.T) {
 				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					var resp *http.Response
 					resp, last = relResponse(503, "busy")
+					time.AfterFunc(time.Second, cancel) // a second into the hour's wait
 					return resp, nil
 				}),
-				OnRetry: func(RetryEvent) { time.AfterFunc(time.Second, cancel) },
 			}
 			start := time.Now()
 			resp, err := tr.RoundTrip(relNewRequest(t, ctx, "GET", nil))
@@ -704,7 +704,7 @@ func TestHostileHugeBufferLimit(t *testing.T) {
 			tr := &Transport{
 				MaxBufferedBody: math.MaxInt64,
 				Policy:          Policy{MaxRetries: 1, BaseDelay: -1},
-				HostGate:        HostGate{Off: true},
+				Storm:           StormControl{NoHostGate: true},
 				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					b, _ := io.ReadAll(r.Body)
 					r.Body.Close()
@@ -779,7 +779,7 @@ func TestHostileResponseAfterAttemptTimeout(t *testing.T) {
 					tr := &Transport{
 						AttemptTimeout: 50 * time.Millisecond,
 						Policy:         Policy{MaxRetries: 1, BaseDelay: -1},
-						HostGate:       HostGate{Off: true},
+						Storm:          StormControl{NoHostGate: true},
 						OnRetry:        func(e RetryEvent) { reasons = append(reasons, e.Reason) },
 						Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 							if calls.Add(1) == 1 {

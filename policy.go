@@ -158,3 +158,32 @@ func clampUnit(u float64) float64 {
 	}
 	return u
 }
+
+// retryHorizon is the longest a request's own backoff could wait in all:
+// MaxRetries waits at the cap.
+func retryHorizon(p Policy) time.Duration {
+	_, limit := p.bounds()
+	n := time.Duration(p.retries())
+	if n > 0 && limit > maxDuration/n {
+		return maxDuration
+	}
+	return n * limit
+}
+
+// meanRest is how long the waits after retry n take on average: the rest
+// of a request's own backoff, prev being the wait before retry n.
+func (p Policy) meanRest(n int, prev time.Duration) time.Duration {
+	var sum time.Duration
+	for k := n + 1; k <= p.retries(); k++ {
+		d := p.Delay(k, prev, 0.5)
+		if k-n >= 64 || sum > maxDuration-d { // the steps are at the cap by now
+			rest := time.Duration(p.retries() - k + 1)
+			if d > 0 && rest > (maxDuration-sum)/d {
+				return maxDuration
+			}
+			return sum + rest*d
+		}
+		sum, prev = sum+d, d
+	}
+	return sum
+}

@@ -3,81 +3,533 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
-// tightBudget allows exactly n retries in its window and no more.
-func tightBudget(n int) *Budget {
-	return &Budget{Ratio: -1, Reserve: float64(n) / DefaultBudgetWindow.Seconds()}
-}
+// Storm control as a user meets it: every test here runs on synctest's
+// clock, beside the same requests with storm control off.
 
-func TestBudgetRefusalReturnsLastResponseUntouched(t *testing.T) {
-	base := newScripted(status(503))
-	var gaveUp []RetryEvent
-	tr := &Transport{Base: base, Policy: noWait, Budget: tightBudget(2),
-		OnGiveUp: func(e RetryEvent) { gaveUp = append(gaveUp, e) }}
-
-	resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-	require.NoError(t, err)
-	assert.Equal(t, 503, resp.StatusCode)
-	body, _ := io.ReadAll(resp.Body)
-	assert.Equal(t, "body of Service Unavailable", string(body), "the refused response is returned unread")
-	assert.Equal(t, 3, base.calls(), "one first attempt and the budget's two retries")
-	require.Len(t, gaveUp, 1)
-	assert.Equal(t, StopBudget, gaveUp[0].Stop)
-
-	// The budget is spent, but a first attempt is never refused: the next
-	// request is sent once and its 503 returned at once.
-	resp, err = tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-	require.NoError(t, err)
-	assert.Equal(t, 503, resp.StatusCode)
-	assert.Equal(t, 4, base.calls())
-	assert.Equal(t, StopBudget, gaveUp[1].Stop)
-}
-
-func TestBudgetRefusalOfAnErrorIsAnError(t *testing.T) {
-	base := newScripted(fail(syscall.ECONNRESET))
-	tr := &Transport{Base: base, Policy: noWait, Budget: tightBudget(1)}
-	_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-	var rerr *Error
-	require.True(t, errors.As(err, &rerr))
-	assert.Equal(t, StopBudget, rerr.Reason)
-	assert.Equal(t, 2, rerr.Attempts)
-	assert.ErrorIs(t, err, syscall.ECONNRESET)
-}
-
-func TestBudgetSharedAcrossTransports(t *testing.T) {
-	shared := tightBudget(3)
-	base := newScripted(status(503))
-	a := &Transport{Base: base, Policy: noWait, Budget: shared}
-	b := &Transport{Base: base, Policy: noWait, Budget: shared}
-	for _, tr := range []*Transport{a, b, a} {
-		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-		require.NoError(t, err)
-		resp.Body.Close()
+// seeded returns a Random source that gives the same values for the same
+// seed, safe for concurrent use.
+func seeded(seed uint64) func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
 	}
-	assert.Equal(t, 3+3, base.calls(), "three first attempts and the three retries of one shared budget")
-	assert.Equal(t, int64(3), shared.State(t0).Requests)
 }
 
-func TestNoBudgetRetriesToPolicyLimits(t *testing.T) {
-	base := newScripted(status(503))
-	tr := &Transport{Base: base, Policy: Policy{MaxRetries: 4, BaseDelay: -1}, Budget: tightBudget(1), NoBudget: true}
-	resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, 5, base.calls())
+// outcome is one scripted answer of a base transport.
+type outcome struct {
+	code       int    // 0: a transport error
+	retryAfter string // Retry-After, for a 429 or 503
+}
+
+func (o outcome) answer() (*http.Response, error) {
+	if o.code == 0 {
+		return nil, syscall.ECONNRESET
+	}
+	resp := response(o.code, http.StatusText(o.code))
+	if o.retryAfter != "" {
+		resp.Header.Set("Retry-After", o.retryAfter)
+	}
+	return resp, nil
+}
+
+// sequentialRun is what one goroutine saw making calls one after another.
+type sequentialRun struct {
+	attempts []time.Duration // when each attempt was sent, from the start
+	results  []string        // each call's outcome
+}
+
+// runSequential makes calls requests one after another through a
+// Transport with policy p and storm control c, answered in turn by
+// script (the last entry repeats), and records what happened.
+func runSequential(t *testing.T, p Policy, c StormControl, script []outcome, calls int, deadline time.Duration, seed uint64) sequentialRun {
+	var run sequentialRun
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		i := 0
+		tr := &Transport{Policy: p, Storm: c, Random: seeded(seed), Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			run.attempts = append(run.attempts, time.Since(start))
+			o := script[min(i, len(script)-1)]
+			i++
+			return o.answer()
+		})}
+		for range calls {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if deadline > 0 {
+				ctx, cancel = context.WithTimeout(ctx, deadline)
+			}
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://lone/", nil).WithContext(ctx))
+			cancel()
+			if err != nil {
+				run.results = append(run.results, err.Error())
+				continue
+			}
+			resp.Body.Close()
+			run.results = append(run.results, resp.Status)
+		}
+	})
+	return run
+}
+
+// randomPolicy draws a Policy, jitter kind included.
+func randomPolicy(r *rand.Rand) Policy {
+	return Policy{
+		MaxRetries: r.IntN(9) - 1,
+		BaseDelay:  time.Duration(r.IntN(300)) * time.Millisecond,
+		MaxDelay:   time.Duration(r.IntN(3000)) * time.Millisecond,
+		Jitter:     Jitter(r.IntN(4)),
+	}
+}
+
+// randomScript draws a sequence of outcomes: mostly retryable failures,
+// some answers, a few Retry-Afters.
+func randomScript(r *rand.Rand) []outcome {
+	kinds := []outcome{{code: 503}, {code: 503}, {code: 502}, {code: 0}, {code: 200}, {code: 404}, {code: 429, retryAfter: "1"}, {code: 503, retryAfter: "2"}}
+	s := make([]outcome, 5+r.IntN(40))
+	for i := range s {
+		s[i] = kinds[r.IntN(len(kinds))]
+	}
+	return s
+}
+
+// TestLoneRequestWaitsExactlyAsWithoutStormControl is rule 1 as a
+// property: a client whose requests run one at a time, whatever its
+// Policy and whatever the host answers, sends every attempt at the same
+// moment with storm control on as with it off, for the same Random values,
+// and gets the same outcomes, call after call.
+func TestLoneRequestWaitsExactlyAsWithoutStormControl(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for trial := range 300 {
+		p, script := randomPolicy(r), randomScript(r)
+		calls, seed := 1+r.IntN(6), r.Uint64()
+		var deadline time.Duration
+		if r.IntN(3) == 0 {
+			deadline = time.Duration(100+r.IntN(3000)) * time.Millisecond
+		}
+		on := runSequential(t, p, StormControl{}, script, calls, deadline, seed)
+		off := runSequential(t, p, stormOff, script, calls, deadline, seed)
+		if fmt.Sprint(on) != fmt.Sprint(off) {
+			t.Fatalf("trial %d, %+v, %d calls, deadline %v:\non  %v\noff %v", trial, p, calls, deadline, on, off)
+		}
+	}
+}
+
+// TestSequentialCallsToAFailingHost is the first row of the table in
+// docs/storm-control.md: four calls in a row to a host that always
+// answers 503 each take their own backoff, the later ones no longer than
+// the first, and each makes all its attempts.
+func TestSequentialCallsToAFailingHost(t *testing.T) {
+	p := Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second}
+	script := []outcome{{code: 503}}
+	on := runSequential(t, p, StormControl{}, script, 4, 0, 42)
+	off := runSequential(t, p, stormOff, script, 4, 0, 42)
+	if len(on.attempts) != 24 || fmt.Sprint(on.attempts) != fmt.Sprint(off.attempts) {
+		t.Errorf("attempts with storm control on: %v\noff: %v", on.attempts, off.attempts)
+	}
+}
+
+// TestFullJitterOfALoneRequest: a lone request's waits are its own full
+// jitter, u·d, never snapped to a step or the cap.
+func TestFullJitterOfALoneRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		us := []float64{0.9, 0.1, 0.5, 0.0, 0.99}
+		i := 0
+		var waits []time.Duration
+		tr := &Transport{
+			Policy:  Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 300 * time.Millisecond},
+			Random:  func() float64 { u := us[i%len(us)]; i++; return u },
+			OnRetry: func(e RetryEvent) { waits = append(waits, e.Wait) },
+			Base:    roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil }),
+		}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://lone/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := []time.Duration{90 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond, 0, 297 * time.Millisecond}
+		if fmt.Sprint(waits) != fmt.Sprint(want) {
+			t.Errorf("waits %v, want %v", waits, want)
+		}
+	})
+}
+
+// TestRetryAfterAboveTheRetryHorizonIsHonoured: a 429 asking for 2 s is
+// waited for even though MaxRetries × MaxDelay is 1.5 s, alone and in a
+// crowd of requests all told the same.
+func TestRetryAfterAboveTheRetryHorizonIsHonoured(t *testing.T) {
+	for _, n := range []int{1, 20} {
+		t.Run(fmt.Sprintf("%d requests", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var seen sync.Map // request → attempts
+				var early atomic.Int32
+				tr := &Transport{Policy: Policy{MaxRetries: 3, MaxDelay: 500 * time.Millisecond}, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					id := r.Header.Get("Id")
+					if _, loaded := seen.LoadOrStore(id, true); !loaded {
+						return outcome{code: 429, retryAfter: "2"}.answer()
+					}
+					if time.Since(start) < 2*time.Second {
+						early.Add(1)
+					}
+					return response(200, "ok"), nil
+				})}
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Go(func() {
+						req := httptest.NewRequest("GET", "http://limited/", nil)
+						req.Header.Set("Id", fmt.Sprint(i))
+						resp, err := tr.RoundTrip(req)
+						if err != nil || resp.StatusCode != 200 {
+							t.Errorf("got %v %v, want the 200 after the Retry-After", resp, err)
+							return
+						}
+						resp.Body.Close()
+						if d := time.Since(start); d < 2*time.Second || d > 3*time.Second {
+							t.Errorf("done after %v, want 2 s to 3 s", d)
+						}
+					})
+				}
+				wg.Wait()
+				if early.Load() > 0 {
+					t.Errorf("%d retries before the Retry-After date", early.Load())
+				}
+			})
+		})
+	}
+}
+
+// TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse: with a 300 ms
+// deadline and a host that always answers 503, every request, alone or
+// among twenty, returns its last 503 with a nil error, never later than
+// its deadline, and OnRetry is called only for retries that were sent.
+func TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse(t *testing.T) {
+	for _, n := range []int{1, 20} {
+		t.Run(fmt.Sprintf("%d requests", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent, retried, gaveUp atomic.Int32
+				var mu sync.Mutex
+				stops := map[StopReason]int{}
+				tr := &Transport{
+					Random:   seeded(3),
+					Base:     roundTripFunc(func(*http.Request) (*http.Response, error) { sent.Add(1); return response(503, "down"), nil }),
+					OnRetry:  func(RetryEvent) { retried.Add(1) },
+					OnGiveUp: func(e RetryEvent) { gaveUp.Add(1); mu.Lock(); stops[e.Stop]++; mu.Unlock() },
+				}
+				var wg sync.WaitGroup
+				for range n {
+					wg.Go(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+						defer cancel()
+						start := time.Now()
+						resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil).WithContext(ctx))
+						if d := time.Since(start); d > 300*time.Millisecond {
+							t.Errorf("returned %v after the start, past its deadline", d)
+						}
+						if err != nil {
+							t.Errorf("got the error %v, want the last 503", err)
+							return
+						}
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 503 || string(body) != "down" {
+							t.Errorf("got %d %q, want the last 503 whole", resp.StatusCode, body)
+						}
+					})
+				}
+				wg.Wait()
+				if int(sent.Load()) != n+int(retried.Load()) || int(gaveUp.Load()) != n {
+					t.Errorf("%d attempts for %d requests, %d OnRetry, %d OnGiveUp: every OnRetry must be a retry sent, every request one OnGiveUp", sent.Load(), n, retried.Load(), gaveUp.Load())
+				}
+				t.Logf("stops: %v", stops)
+			})
+		})
+	}
+}
+
+// TestHeldRetryReturnsItsTransportErrorAtTheDeadline: a held retry whose
+// last attempt failed with an error returns an *Error naming the host gate
+// and reaching the cause, at its deadline, not the context's error. Fresh
+// requests keep coming, so the held retries do not probe.
+func TestHeldRetryReturnsItsTransportErrorAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Random: seeded(1), Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, syscall.ECONNRESET })}
+		var wg sync.WaitGroup
+		var held atomic.Int32
+		for i := range 40 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 50 * time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil).WithContext(ctx))
+				var e *Error
+				if !errors.As(err, &e) || !errors.Is(err, syscall.ECONNRESET) || errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("got %v, want an *Error of the reset", err)
+					return
+				}
+				if e.Reason == StopHostGate {
+					held.Add(1)
+					if d := time.Since(start); d != 500*time.Millisecond {
+						t.Errorf("a hold ended %v after the start, want at the deadline", d)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if held.Load() == 0 {
+			t.Error("no request was held to its deadline: the test did not reach its case")
+		}
+	})
+}
+
+// TestCancelEndsAHoldAtOnce: cancelling a held request's context returns
+// at once with the context's error.
+func TestCancelEndsAHoldAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Random: seeded(1), Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+		ctx, cancel := context.WithCancel(context.Background())
+		var heldCanceled atomic.Int32
+		tr.OnGiveUp = func(e RetryEvent) {
+			if e.Stop == StopCanceled && e.Held > 0 {
+				heldCanceled.Add(1)
+			}
+		}
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil).WithContext(ctx))
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("got %v, want the context's error", err)
+				}
+			})
+		}
+		time.Sleep(time.Second) // synctest's clock: the retries are held by now
+		at := time.Now()
+		cancel()
+		wg.Wait()
+		if d := time.Since(at); d != 0 {
+			t.Errorf("returned %v after the cancel", d)
+		}
+		if heldCanceled.Load() == 0 {
+			t.Error("no held retry was cancelled: the test did not reach its case")
+		}
+	})
+}
+
+// TestRetryWithALongBodyIsNeverHeld: a retry whose last response's body
+// could not be kept in memory, and so could not be returned after a hold,
+// waits its own backoff only.
+func TestRetryWithALongBodyIsNeverHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		long := strings.Repeat("x", drainLimit+1)
+		var held atomic.Int32
+		tr := &Transport{
+			Random:  seeded(1),
+			Base:    roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, long), nil }),
+			OnRetry: func(e RetryEvent) { held.Add(int32(e.Held)) },
+		}
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if len(body) != len(long) {
+					t.Errorf("last body of %d bytes, want %d", len(body), len(long))
+				}
+			})
+		}
+		wg.Wait()
+		if held.Load() != 0 {
+			t.Errorf("retries held for %v in all, want none", time.Duration(held.Load()))
+		}
+	})
+}
+
+// TestOnRetryWaitsAddUp: every request's reported waits, OnRetry's and
+// OnGiveUp's, add up to its elapsed time (the base answers at once), and
+// every failed attempt has exactly one event.
+func TestOnRetryWaitsAddUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type tally struct {
+			waits  time.Duration
+			events int
+		}
+		var mu sync.Mutex
+		tallies := map[*http.Request]*tally{}
+		note := func(e RetryEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			tl := tallies[e.Request]
+			if tl == nil {
+				tl = &tally{}
+				tallies[e.Request] = tl
+			}
+			tl.waits += e.Wait
+			tl.events++
+		}
+		var attempts atomic.Int32
+		up := time.Now().Add(2 * time.Second)
+		tr := &Transport{Random: seeded(5), OnRetry: note, OnGiveUp: note, Policy: Policy{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second},
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				attempts.Add(1)
+				if time.Now().Before(up) {
+					return response(503, ""), nil
+				}
+				return response(200, ""), nil
+			})}
+		var wg sync.WaitGroup
+		var failed atomic.Int32
+		for i := range 50 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 30 * time.Millisecond)
+				req := httptest.NewRequest("GET", "http://blip/", nil)
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				elapsed := time.Since(start)
+				if err == nil {
+					if resp.StatusCode != 200 {
+						failed.Add(1)
+					}
+					resp.Body.Close()
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if tl := tallies[req]; tl != nil && tl.waits != elapsed {
+					t.Errorf("waits reported %v, elapsed %v", tl.waits, elapsed)
+				}
+			})
+		}
+		wg.Wait()
+		events := 0
+		for _, tl := range tallies {
+			events += tl.events
+		}
+		if want := int(attempts.Load()) - 50 + int(failed.Load()); events != want {
+			t.Errorf("%d events for %d attempts of 50 requests, %d failed: want one per failed attempt", events, attempts.Load(), failed.Load())
+		}
+	})
+}
+
+// TestBurstAfterABlip is the second row of the table: 200 goroutines
+// share one Transport while the host is down for a second, then it has
+// capacity for all. Storm control must rescue at least 99% of them and
+// finish no more than half a second after storm control off does, with
+// fewer attempts into the outage.
+func TestBurstAfterABlip(t *testing.T) {
+	sc := fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second,
+		timeout: 15 * time.Second, latency: time.Millisecond, seed: 1}
+	var on, off fleetMetrics
+	synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)).metrics() })
+	synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)).metrics() })
+	t.Logf("on:  %v\noff: %v", on, off)
+	if on.success < 0.99 || on.success < off.success {
+		t.Errorf("success %.1f%% with storm control, %.1f%% without", 100*on.success, 100*off.success)
+	}
+	if on.last > off.last+500*time.Millisecond {
+		t.Errorf("last done at %v with storm control, %v without", on.last, off.last)
+	}
+	if on.attemptsPerRequest >= off.attemptsPerRequest {
+		t.Errorf("%.2f attempts per request with storm control, %.2f without", on.attemptsPerRequest, off.attemptsPerRequest)
+	}
+}
+
+// TestRandomFailuresWithClosedLoopWorkers: workers sharing a Transport
+// against a host failing a share of attempts at random are no less
+// successful with storm control, nor much slower.
+func TestRandomFailuresWithClosedLoopWorkers(t *testing.T) {
+	for _, sc := range []fleetScenario{
+		{workers: 20, failRate: 0.3, duration: 3 * time.Second, latency: time.Millisecond, policy: Policy{BaseDelay: 10 * time.Millisecond}, seed: 1},
+		{workers: 8, failRate: 0.6, duration: 5 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: Policy{BaseDelay: 10 * time.Millisecond}, seed: 1},
+	} {
+		t.Run(fmt.Sprintf("%d workers, %.0f%%", sc.workers, 100*sc.failRate), func(t *testing.T) {
+			var on, off fleetMetrics
+			synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)).metrics() })
+			synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)).metrics() })
+			t.Logf("on:  %v\noff: %v", on, off)
+			if on.success < off.success-0.01 {
+				t.Errorf("success %.2f%% with storm control, %.2f%% without", 100*on.success, 100*off.success)
+			}
+			if float64(on.p99) > 1.25*float64(off.p99) || float64(on.requests) < 0.8*float64(off.requests) {
+				t.Errorf("p99 %v and %d requests with storm control, %v and %d without", on.p99, on.requests, off.p99, off.requests)
+			}
+		})
+	}
+}
+
+// TestFleetOutage: the storm simulator's default fleet of 200 clients,
+// each with its own Transport, riding out a 3-second outage: storm control
+// bounds the load while the host is down and keeps the return within its
+// capacity.
+func TestFleetOutage(t *testing.T) {
+	sc := defaultFleet()
+	var on, off fleetMetrics
+	synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)).metrics() })
+	synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)).metrics() })
+	t.Logf("on:  %v\noff: %v", on, off)
+	if on.outageLoad > 1.6 || on.peakAfter > 1.3 || on.success < off.success {
+		t.Errorf("with storm control: load in outage %.2fx, peak after %.2fx, success %.1f%%", on.outageLoad, on.peakAfter, 100*on.success)
+	}
+	if off.outageLoad < 4 {
+		t.Errorf("without storm control the load in the outage was only %.2fx: the scenario lost its storm", off.outageLoad)
+	}
+}
+
+// TestRetryAfterHerd: a fleet told by Retry-After to come back when the
+// outage ends sends no retry before that date, and returns at the pace the
+// host answers instead of all at once.
+func TestRetryAfterHerd(t *testing.T) {
+	sc := defaultFleet()
+	sc.retryAfter = true
+	var on, off fleetResult
+	synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)) })
+	synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)) })
+	mOn, mOff := on.metrics(), off.metrics()
+	t.Logf("on:  %v\noff: %v", mOn, mOff)
+	if on.early > 0 {
+		t.Errorf("%d retries before the Retry-After date", on.early)
+	}
+	if mOn.peakAfter > 1.6 || mOff.peakAfter < 3 {
+		t.Errorf("peak after the date: %.2fx with storm control, %.2fx without", mOn.peakAfter, mOff.peakAfter)
+	}
+}
+
+// TestNoStateKeptForHostsThatFailedOnce: one failing request each to 5000
+// hosts leaves nothing behind once they are over.
+func TestNoStateKeptForHostsThatFailedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: time.Millisecond}, Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+		for i := range 5000 {
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", fmt.Sprintf("http://host%d/", i), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if st := tr.StormState(); st.Hosts != 0 || st.Retrying != 0 || st.Held != 0 {
+			t.Errorf("state kept after every request ended: %+v", st)
+		}
+	})
 }
 
 // okBase answers every request with one canned 200, allocating nothing.
@@ -95,7 +547,7 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 	}{
 		{"bare", nil},
 		{"storm-on", &Transport{}},
-		{"storm-off", &Transport{NoBudget: true, HostGate: HostGate{Off: true}}},
+		{"storm-off", &Transport{Storm: stormOff}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -111,284 +563,6 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 				if _, err := rt.RoundTrip(req); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
-	}
-}
-
-// outageHost is a base transport, for synctest bubbles, that answers 503
-// until the fake clock reaches up, then 200, counting first attempts and
-// retries sent while it is down.
-type outageHost struct {
-	up              time.Time
-	firsts, retries atomic.Int64 // while down
-	downRetries     atomic.Int64
-}
-
-func (h *outageHost) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		r.Body.Close()
-	}
-	retry := Attempt(r.Context()) > 1
-	if retry {
-		h.retries.Add(1)
-	} else {
-		h.firsts.Add(1)
-	}
-	if time.Now().Before(h.up) {
-		if retry {
-			h.downRetries.Add(1)
-		}
-		return response(503, "down"), nil
-	}
-	return response(200, "ok"), nil
-}
-
-// stormPolicy is the storm simulator's policy.
-var stormPolicy = Policy{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second}
-
-// runOutage sends 100 requests spread over the first second of a
-// two-second outage and returns the host and how many succeeded.
-func runOutage(t *testing.T, tr *Transport) (*outageHost, int) {
-	host := &outageHost{up: time.Now().Add(2 * time.Second)}
-	tr.Base = host
-	tr.Policy = stormPolicy
-	var ok atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 100 {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 10 * time.Millisecond)
-			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-			if err == nil {
-				if resp.StatusCode == 200 {
-					ok.Add(1)
-				}
-				resp.Body.Close()
-			}
-		})
-	}
-	wg.Wait()
-	return host, int(ok.Load())
-}
-
-func TestGateHoldsRetriesDuringAnOutage(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		off, _ := runOutage(t, &Transport{NoBudget: true, HostGate: HostGate{Off: true}})
-		on, okOn := runOutage(t, &Transport{NoBudget: true})
-		t.Logf("retries sent into the outage: %d without the gate, %d with it", off.downRetries.Load(), on.downRetries.Load())
-		// Without the gate every request probes on its own; with it, one
-		// probe per round, and the rounds are few because the first
-		// attempts of the first second stand in for them.
-		if on.downRetries.Load() > 15 {
-			t.Errorf("%d retries sent into the outage with the gate", on.downRetries.Load())
-		}
-		if off.downRetries.Load() < 200 {
-			t.Errorf("the control sent only %d retries into the outage", off.downRetries.Load())
-		}
-		// All but the few whose own retries were spent as probes wait for
-		// the host and succeed.
-		if okOn < 95 {
-			t.Errorf("%d of 100 requests succeeded with the gate", okOn)
-		}
-	})
-}
-
-func TestGateReleasedRetriesAreNotAllAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		host := &outageHost{up: time.Now().Add(time.Second)}
-		tr := &Transport{Base: host, Policy: stormPolicy, NoBudget: true}
-		var wg sync.WaitGroup
-		for range 50 {
-			wg.Go(func() {
-				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-				if err == nil {
-					resp.Body.Close()
-				}
-			})
-		}
-		time.Sleep(1500 * time.Millisecond)
-		synctest.Wait()
-		// No first attempts flow after the outage: the held retries are
-		// let go one probe at a time, one per half backoff step (10 ms),
-		// so after half a second some still wait.
-		st := tr.StormState()
-		if len(st.Gates) != 1 || st.Gates[0].Held < 5 {
-			t.Errorf("state half a second after the outage: %+v", st.Gates)
-		}
-		// A stream of first attempts clocks them out.
-		for range 200 {
-			resp, _ := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-			resp.Body.Close()
-			time.Sleep(5 * time.Millisecond)
-		}
-		wg.Wait()
-		if st := tr.StormState(); len(st.Gates) != 0 {
-			t.Errorf("the gate of a recovered host was not removed: %+v", st.Gates)
-		}
-	})
-}
-
-func TestGateCancelEndsAHeldWaitAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		host := &outageHost{up: time.Now().Add(time.Hour)}
-		tr := &Transport{Base: host, Policy: stormPolicy, NoBudget: true}
-		// The first request takes the probe round; the second is held.
-		first := make(chan struct{})
-		go func() {
-			defer close(first)
-			tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-		}()
-		synctest.Wait()
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() {
-			_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil).WithContext(ctx))
-			done <- err
-		}()
-		time.Sleep(100 * time.Millisecond)
-		synctest.Wait()
-		if st := tr.StormState(); len(st.Gates) != 1 || st.Gates[0].Held == 0 {
-			t.Fatalf("nothing held: %+v", st.Gates)
-		}
-		start := time.Now()
-		cancel()
-		err := <-done
-		if d := time.Since(start); d != 0 {
-			t.Errorf("a cancelled held wait took %v to end", d)
-		}
-		var rerr *Error
-		if !errors.As(err, &rerr) || rerr.Reason != StopCanceled || !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want StopCanceled wrapping context.Canceled", err)
-		}
-		<-first
-	})
-}
-
-func TestGateHeldWaitStaysWithinDeadlineAndHorizon(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		host := &outageHost{up: time.Now().Add(time.Hour)}
-		var gaveUp []StopReason
-		var mu sync.Mutex
-		tr := &Transport{Base: host, Policy: stormPolicy, NoBudget: true, OnGiveUp: func(e RetryEvent) {
-			mu.Lock()
-			gaveUp = append(gaveUp, e.Stop)
-			mu.Unlock()
-		}}
-		var wg sync.WaitGroup
-		for i := range 20 {
-			wg.Go(func() {
-				req := httptest.NewRequest("GET", "http://host/", nil)
-				limit := retryHorizon(stormPolicy) // 8 s
-				if i%2 == 0 {
-					ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
-					defer cancel()
-					req = req.WithContext(ctx)
-					limit = 1500 * time.Millisecond
-				}
-				start := time.Now()
-				resp, err := tr.RoundTrip(req)
-				if d := time.Since(start); d > limit {
-					t.Errorf("request %d took %v, past its limit %v", i, d, limit)
-				}
-				if err == nil {
-					resp.Body.Close()
-				} else if rerr := (*Error)(nil); !errors.As(err, &rerr) {
-					t.Errorf("request %d: %v", i, err)
-				}
-			})
-		}
-		wg.Wait()
-		for _, r := range gaveUp {
-			switch r {
-			case StopHostGate, StopDeadline, StopExhausted:
-			default:
-				t.Errorf("gave up with %v", r)
-			}
-		}
-	})
-}
-
-func TestGateKeepsALoneRequestsOwnSchedule(t *testing.T) {
-	for _, tr := range []*Transport{{NoBudget: true, HostGate: HostGate{Off: true}}, {}} {
-		synctest.Test(t, func(t *testing.T) {
-			tr.Base = newScripted(status(503), status(503), status(503), status(200))
-			tr.Policy = Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, Jitter: JitterNone}
-			start := time.Now()
-			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("resp=%v err=%v", resp, err)
-			}
-			if d := time.Since(start); d != 700*time.Millisecond {
-				t.Errorf("gate off=%v: took %v, want 100+200+400 ms", tr.HostGate.Off, d)
-			}
-		})
-	}
-}
-
-func TestStormControlUnderRace(t *testing.T) {
-	var n atomic.Int64
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		if n.Add(1)%3 != 0 {
-			return response(503, "busy"), nil
-		}
-		return response(200, "ok"), nil
-	})
-	tr := &Transport{Base: base, Policy: Policy{MaxRetries: 8, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 50 {
-				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-				if err == nil {
-					resp.Body.Close()
-				}
-				_ = tr.StormState()
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func TestProbeSpread(t *testing.T) {
-	cases := []struct {
-		retries, n int
-		left, want time.Duration
-	}{
-		{8, 1, 8 * time.Second, 0},           // the first half follows the backoff
-		{8, 4, 8 * time.Second, 0},           // five left: still more than half
-		{8, 5, 5 * time.Second, time.Second}, // four left: a fifth of what is left each
-		{8, 8, 2 * time.Second, time.Second}, // the last: half of what is left
-		{8, 9, time.Second, 0},               // none left
-		{1, 1, time.Second, 0},               // a single retry follows the backoff
-	}
-	for _, c := range cases {
-		if got := probeSpread(c.retries, c.n, c.left); got != c.want {
-			t.Errorf("probeSpread(%d, %d, %v) = %v, want %v", c.retries, c.n, c.left, got, c.want)
-		}
-	}
-}
-
-// TestGateLoneRequestOutlastsAnOutage: a request alone on its Transport,
-// whose backoff sums to about 2 s, still outlasts a 3 s outage, because
-// its last retries are spread over its 8 s horizon.
-func TestGateLoneRequestOutlastsAnOutage(t *testing.T) {
-	for _, gate := range []bool{false, true} {
-		synctest.Test(t, func(t *testing.T) {
-			host := &outageHost{up: time.Now().Add(3 * time.Second)}
-			tr := &Transport{Base: host, Policy: stormPolicy, NoBudget: true, HostGate: HostGate{Off: !gate},
-				Random: func() float64 { return 0.5 }}
-			start := time.Now()
-			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://host/", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			d := time.Since(start)
-			if ok := resp.StatusCode == 200; ok != gate {
-				t.Errorf("gate %v: status %d after %v", gate, resp.StatusCode, d)
-			}
-			if d > retryHorizon(stormPolicy) {
-				t.Errorf("gate %v: took %v, past the horizon", gate, d)
 			}
 		})
 	}

@@ -1,16 +1,14 @@
 package httpretry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/go-cleanhttp"
 )
@@ -54,12 +52,14 @@ const DefaultMaxRetryAfter = time.Minute
 //     count and the StopReason and unwraps to the cause.
 //  9. Every response not returned is drained (a few KiB at most, else
 //     closed unread) and closed, so its connection can be reused.
-//  10. Storm control, on by default: a retry budget bounds the retries of
-//     all requests of the Transport (Budget), and a host gate makes the
-//     retries of many requests to a failing host wait on one shared
-//     schedule and return at a pace the host can take (HostGate). Neither
-//     delays or refuses a first attempt; a refused retry returns the last
-//     outcome at once (StopBudget, StopHostGate).
+//  10. Storm control, on by default (see StormControl), bounds what the
+//     retries of many requests do to a server: a retry budget, and a host
+//     gate that holds the retries of requests failing together and
+//     returns them at the pace the host answers. It never delays or
+//     refuses a first attempt, and a request alone on its host waits
+//     exactly its own backoff. A refused retry returns the last outcome
+//     at once (StopBudget); a hold that runs out returns it then
+//     (StopHostGate).
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
@@ -111,15 +111,17 @@ type Transport struct {
 	// RoundTrip was called is not started. Zero or negative means no bound.
 	MaxElapsed time.Duration
 
-	// OnRetry, when set, is called once before each wait, after the failed
-	// attempt's response has been drained and closed. It runs on the
-	// goroutine that called RoundTrip, so it delays that retry by its own
-	// run time and must be safe for concurrent use when the Transport is.
+	// OnRetry, when set, is called once before each retry is sent, after
+	// its wait, with the time actually waited (see RetryEvent). It runs on
+	// the goroutine that called RoundTrip and must be safe for concurrent
+	// use when the Transport is.
 	OnRetry func(RetryEvent)
 
-	// OnGiveUp, when set, is called once when an outcome the classifier
-	// called retryable is returned without a retry, with the StopReason. It
-	// runs on the goroutine that called RoundTrip, just before it returns.
+	// OnGiveUp, when set, is called once when a request ends on an outcome
+	// the classifier called retryable, with the StopReason no further
+	// attempt was made. Every failed attempt of a request thus gets one
+	// event: OnRetry when it is retried, OnGiveUp when it is not. It runs
+	// on the goroutine that called RoundTrip, just before it returns.
 	OnGiveUp func(RetryEvent)
 
 	// Random returns values in [0, 1) for the jitter. Nil means
@@ -127,24 +129,13 @@ type Transport struct {
 	// source makes waits reproducible.
 	Random func() float64
 
-	// Budget bounds the retries of all requests of this Transport to a
-	// share of their number (see Budget); a refused retry returns the last
-	// outcome at once with StopBudget. Nil means a budget of this
-	// Transport's own with the default numbers; set one *Budget on several
-	// Transports to bound them together.
-	Budget *Budget
+	// Storm is storm control (see StormControl); its zero value is on.
+	Storm StormControl
 
-	// NoBudget turns the retry budget off: every retryable outcome is
-	// retried up to Policy's limits.
-	NoBudget bool
-
-	// HostGate coordinates the retries of all requests to a failing host:
-	// they wait on one shared schedule and return at a pace the host can
-	// take (see HostGate). Its zero value is on with the default numbers;
-	// HostGate{Off: true} turns it off.
-	HostGate HostGate
-
-	stormPtr unsafe.Pointer // *stormState, built on first use; see storm
+	// stormState holds a *stormState, built on first use (see storm). An
+	// atomic.Value, unlike atomic.Pointer, keeps a Transport copyable
+	// before use, as table-driven code copies it.
+	stormState atomic.Value
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -176,157 +167,52 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	ctx := req.Context()
 	body, err := prepareBody(req, t.bodyLimit())
 	if err != nil {
 		return nil, &Error{Reason: StopInvalid, Err: err}
 	}
-	var start time.Time
-	if t.MaxElapsed > 0 {
-		start = time.Now()
-	}
-	var prev time.Duration   // the previous wait, for decorrelated jitter
-	var waited time.Duration // in all, against the retry horizon; see schedule
+	r := t.newRetrier(req, &body)
 	for n := 1; ; n++ {
 		// Clone: attempt n's own request and body.
 		a, err := t.newAttempt(req, &body, n)
 		if err != nil {
-			return nil, &Error{Attempts: n - 1, Reason: StopRewind, Err: err}
+			return r.end(nil, &Error{Attempts: n - 1, Reason: StopRewind, Err: err})
 		}
 
 		// Send.
 		resp, err := t.send(a)
-		st := t.storm()
-		if n == 1 && st.budget != nil {
-			st.budget.countRequest()
-		}
 
 		// Decide. A response that is not retried is returned whether or not
 		// the caller has given up meanwhile, so the context is looked at
 		// only before an error or a retry: the success path skips it.
-		if err != nil && ctx.Err() != nil {
-			return a.finish(resp, err, n, StopCanceled)
+		if err != nil && req.Context().Err() != nil {
+			return r.end(a.finish(resp, err, n, StopCanceled))
 		}
 		retry, reason := t.classify(req, resp, err)
 		if !retry {
-			if st.gates != nil && err == nil {
-				st.gates.ok(req.URL.Host, n == 1) // the host answered
-			}
-			return a.finish(resp, err, n, StopNotRetryable)
+			r.answered(n, err)
+			return r.end(a.finish(resp, err, n, StopNotRetryable))
 		}
-		if ctx.Err() != nil {
-			return a.finish(resp, err, n, StopCanceled)
-		}
-		wait, held, stop := t.schedule(req, &body, resp, err, n, prev, start, waited)
+		ev := RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
+		wait, stop := r.plan(resp, err, n)
 		if stop != StopNone {
-			t.giveUp(RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason, Stop: stop})
-			return a.finish(resp, err, n, stop)
+			t.giveUp(ev, stop)
+			return r.end(a.finish(resp, err, n, stop))
 		}
 
-		// Drain. A held retry may be refused after its wait: it keeps a
-		// small body, so the refusal can still return this response.
-		var kept []byte
-		keptOK := false
-		if held.w != nil {
-			kept, keptOK = drainKeeping(resp)
-		} else {
-			discard(resp)
-		}
+		// Drain: a retry the host gate may hold keeps a small body, so
+		// that the hold can still return this response.
+		last := r.drain(resp, err)
 		a.release()
+
+		// Wait: the retry's own backoff, then any hold.
+		if ev.Wait, ev.Held, stop = r.wait(wait, last.kept, n); stop != StopNone {
+			return r.abandon(ev, last, n, stop)
+		}
 		if t.OnRetry != nil {
-			t.OnRetry(RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason, Wait: wait})
-		}
-
-		// Wait.
-		if held.w != nil {
-			heldAt := time.Now()
-			if stop := t.waitHeld(ctx, held); stop != StopNone {
-				if stop != StopCanceled && keptOK {
-					resp.Body = io.NopCloser(bytes.NewReader(kept))
-					t.giveUp(RetryEvent{Request: req, Attempt: n, Response: resp, Reason: reason, Stop: stop})
-					return resp, nil
-				}
-				return nil, t.heldGiveUp(ctx, req, n, err, reason, stop)
-			}
-			wait = time.Since(heldAt)
-		} else if err := sleep(ctx, wait); err != nil {
-			return nil, &Error{Attempts: n, Reason: StopCanceled, Err: err}
-		}
-		prev = wait
-		waited += wait
-	}
-}
-
-// schedule returns the wait before retry n, or why there is none; a retry
-// the host gate holds comes back as held, to be waited for with waitHeld.
-// The outcome is already known to be retryable. waited is the time spent
-// in earlier waits: a held retry waits at most the rest of the retry
-// horizon (see retryHorizon).
-func (t *Transport) schedule(req *http.Request, body *requestBody, resp *http.Response, err error, n int, prev time.Duration, start time.Time, waited time.Duration) (time.Duration, heldRetry, StopReason) {
-	now := time.Now()
-	var floor time.Duration // Retry-After, when hasFloor
-	hasFloor := false
-	if resp != nil && t.MaxRetryAfter >= 0 {
-		floor, hasFloor = parseRetryAfter(resp.Header, now)
-	}
-	// Storm control sees every retryable failure, also of a request that
-	// will not be retried: each tells that the host is failing.
-	st := t.storm()
-	var gate *hostGate
-	if st.gates != nil {
-		gate = st.gates.fail(req.URL.Host, now, n == 1, floor)
-	}
-	if !t.mayReplay(req, body, err) {
-		return 0, heldRetry{}, StopNotReplayable
-	}
-	if n > t.Policy.retries() {
-		return 0, heldRetry{}, StopExhausted
-	}
-	wait := t.Policy.Delay(n, prev, t.random())
-	if hasFloor {
-		if floor > t.maxRetryAfter() {
-			return 0, heldRetry{}, StopRetryAfter
-		}
-		wait = max(wait, spreadUp(floor, t.random()))
-	}
-	deadline, hasDeadline := req.Context().Deadline()
-	if hasDeadline && wait > deadline.Sub(now) {
-		return 0, heldRetry{}, StopDeadline
-	}
-	if t.MaxElapsed > 0 && wait > start.Add(t.MaxElapsed).Sub(now) {
-		return 0, heldRetry{}, StopMaxElapsed
-	}
-	// Storm control decides last, so that a retry refused for another
-	// reason costs nothing: the host gate may hold the retry (never a first
-	// attempt), the budget may refuse it.
-	if gate != nil {
-		// Only held waits can make the waits outgrow the horizon: the
-		// Policy's own are at most MaxRetries at the cap.
-		left := retryHorizon(t.Policy) - waited
-		if wait > left {
-			return 0, heldRetry{}, StopHostGate
-		}
-		limit := now.Add(left)
-		if hasDeadline && deadline.Before(limit) {
-			limit = deadline
-		}
-		if t.MaxElapsed > 0 && start.Add(t.MaxElapsed).Before(limit) {
-			limit = start.Add(t.MaxElapsed)
-		}
-		base, top := t.Policy.bounds()
-		w, refused := gate.join(now, now.Add(wait), limit, probeSpread(t.Policy.retries(), n, limit.Sub(now)), exponential(n, base, top))
-		if refused {
-			return 0, heldRetry{}, StopHostGate
-		}
-		if w != nil {
-			// Charged to the budget when the gate releases it.
-			return wait, heldRetry{gate: gate, w: w, sendAt: now.Add(wait), limit: limit, budget: st.budget}, StopNone
+			t.OnRetry(ev)
 		}
 	}
-	if st.budget != nil && !st.budget.withdraw(now) {
-		return 0, heldRetry{}, StopBudget
-	}
-	return wait, heldRetry{}, StopNone
 }
 
 // mayReplay reports whether the request may be sent again after err.
@@ -375,9 +261,10 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 	return resp, err
 }
 
-// giveUp reports a retryable outcome that is returned without a retry.
-func (t *Transport) giveUp(e RetryEvent) {
+// giveUp reports a retryable outcome that ends its request.
+func (t *Transport) giveUp(e RetryEvent, stop StopReason) {
 	if t.OnGiveUp != nil {
+		e.Stop = stop
 		t.OnGiveUp(e)
 	}
 }

@@ -66,12 +66,12 @@ var Systems = []System{
 	// each part does.
 	{Name: "httpretry (storm control off)", New: func(base http.RoundTripper, p Params) http.RoundTripper {
 		t := newHTTPRetry(base, p).(*httpretry.Transport)
-		t.NoBudget, t.HostGate.Off = true, true
+		t.Storm = httpretry.StormControl{NoBudget: true, NoHostGate: true}
 		return t
 	}, Variant: true},
 	{Name: "httpretry (budget only)", New: func(base http.RoundTripper, p Params) http.RoundTripper {
 		t := newHTTPRetry(base, p).(*httpretry.Transport)
-		t.HostGate.Off = true
+		t.Storm.NoHostGate = true
 		return t
 	}, Variant: true},
 }

@@ -1,0 +1,185 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// retrier is one logical request's state between its attempts: what
+// decides, and waits out, each retry.
+type retrier struct {
+	t     *Transport
+	req   *http.Request
+	body  *requestBody
+	st    *stormState
+	m     *member       // storm control's view of the request, from its first retryable failure
+	start time.Time     // when RoundTrip began; set only with MaxElapsed
+	prev  time.Duration // the previous own wait, for decorrelated jitter
+	ok    bool          // the request ends in the host's answer
+}
+
+func (t *Transport) newRetrier(req *http.Request, body *requestBody) retrier {
+	r := retrier{t: t, req: req, body: body, st: t.storm()}
+	if t.MaxElapsed > 0 {
+		r.start = time.Now()
+	}
+	r.st.countRequest()
+	return r
+}
+
+// plan returns the own wait before retry n (its backoff, Retry-After
+// included) or why there is none. The outcome is known to be retryable;
+// storm control hears of it first, since even a failure that is not
+// retried tells that the host is failing.
+func (r *retrier) plan(resp *http.Response, err error, n int) (time.Duration, StopReason) {
+	t, now := r.t, time.Now()
+	var floor time.Duration
+	hasFloor := false
+	if resp != nil && t.MaxRetryAfter >= 0 {
+		floor, hasFloor = parseRetryAfter(resp.Header, now)
+	}
+	var notBefore time.Time
+	if hasFloor && floor <= t.maxRetryAfter() {
+		notBefore = now.Add(floor)
+	}
+	base, top := t.Policy.bounds()
+	r.m = r.st.failed(r.req.URL.Host, r.m, n == 1, exponential(n, base, top), now, notBefore)
+	if !t.mayReplay(r.req, r.body, err) {
+		return 0, StopNotReplayable
+	}
+	if n > t.Policy.retries() {
+		return 0, StopExhausted
+	}
+	wait := t.Policy.Delay(n, r.prev, t.random())
+	if hasFloor {
+		if floor > t.maxRetryAfter() {
+			return 0, StopRetryAfter
+		}
+		wait = max(wait, spreadUp(floor, t.random()))
+	}
+	if d, ok := r.req.Context().Deadline(); ok && wait >= d.Sub(now) {
+		return 0, StopDeadline
+	}
+	if t.MaxElapsed > 0 && wait >= r.start.Add(t.MaxElapsed).Sub(now) {
+		return 0, StopMaxElapsed
+	}
+	if !r.st.allows(now) {
+		return 0, StopBudget
+	}
+	r.prev = wait
+	return wait, StopNone
+}
+
+// wait waits before retry n: its own backoff, then any hold of storm
+// control. It returns the time waited in all and the part held, or why
+// the retry will not be sent.
+func (r *retrier) wait(own time.Duration, kept bool, n int) (waited, held time.Duration, stop StopReason) {
+	ctx, start := r.req.Context(), time.Now()
+	if err := sleep(ctx, own); err != nil {
+		return time.Since(start), 0, StopCanceled
+	}
+	due := time.Now()
+	wasHeld, stop := r.st.hold(ctx, r.m, kept, r.limits(due, n))
+	end := time.Now()
+	if stop == StopNone {
+		r.st.sent(r.m, end)
+	}
+	if wasHeld {
+		held = end.Sub(due)
+	}
+	return own + held, held, stop
+}
+
+// limits bounds a hold that begins at due, after retry n's own backoff.
+func (r *retrier) limits(due time.Time, n int) holdLimits {
+	var lim holdLimits
+	if d, ok := r.req.Context().Deadline(); ok {
+		lim.hard = d
+	}
+	if r.t.MaxElapsed > 0 {
+		if e := r.start.Add(r.t.MaxElapsed); lim.hard.IsZero() || e.Before(lim.hard) {
+			lim.hard = e
+		}
+	}
+	lim.span = addCapped(due, r.t.Policy.meanRest(n, r.prev))
+	lim.horizon = addCapped(due, retryHorizon(r.t.Policy))
+	return lim
+}
+
+// answered records attempt n's outcome, which the classifier called final:
+// only a response counts as the host answering.
+func (r *retrier) answered(n int, err error) {
+	if err == nil {
+		r.ok = true
+		r.st.answered(r.req.URL.Host, r.m, n == 1)
+	}
+}
+
+// end ends the request with its outcome.
+func (r *retrier) end(resp *http.Response, err error) (*http.Response, error) {
+	r.st.end(r.m, r.ok)
+	return resp, err
+}
+
+// drain drains and closes the response of a failed attempt that will be
+// retried, keeping a small body when the host gate is on (see lastOutcome).
+func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
+	last := lastOutcome{resp: resp, err: err, kept: err != nil}
+	switch {
+	case resp == nil:
+	case r.st.hosts == nil:
+		discard(resp)
+	default:
+		last.body, last.kept = drainKeeping(resp)
+	}
+	return last
+}
+
+// abandon ends the request whose retry will not be sent after all (its
+// wait was cancelled, or its hold ran out), reporting it to OnGiveUp.
+func (r *retrier) abandon(ev RetryEvent, last lastOutcome, n int, stop StopReason) (*http.Response, error) {
+	resp, err := last.outcome(n, stop, r.req.Context())
+	if resp != nil {
+		ev.Response = resp
+	}
+	r.t.giveUp(ev, stop)
+	return r.end(resp, err)
+}
+
+// lastOutcome is a failed attempt's outcome, kept while its retry waits so
+// that it can be returned if the retry is never sent. kept reports that it
+// can: it is an error, or a response whose whole body is in body.
+type lastOutcome struct {
+	resp *http.Response
+	err  error
+	body []byte
+	kept bool
+}
+
+// outcome returns the kept outcome of attempt n, which stop ended: the
+// response with its body in memory, or an *Error. A cancelled wait
+// returns the context's error.
+func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http.Response, error) {
+	switch {
+	case stop == StopCanceled:
+		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
+	case l.err != nil:
+		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
+	case !l.kept: // not reached: a retry that could not return its response is never held
+		return nil, &Error{Attempts: n, Reason: stop, Err: errLastNotKept}
+	}
+	l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
+	return l.resp, nil
+}
+
+// errLastNotKept is the cause given for a last response that was not kept.
+var errLastNotKept = errors.New("httpretry: the last response's body was too long to keep")
+
+// addCapped returns t+d, d capped at a century so that t+d cannot overflow.
+func addCapped(t time.Time, d time.Duration) time.Time {
+	return t.Add(min(d, 100*365*24*time.Hour))
+}

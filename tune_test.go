@@ -1,0 +1,61 @@
+package httpretry
+
+import (
+	"os"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestTuneFleet prints the simulator's scenarios with storm control on and
+// off; set HTTPRETRY_TUNE=1 to run it.
+func TestTuneFleet(t *testing.T) {
+	if os.Getenv("HTTPRETRY_TUNE") == "" {
+		t.Skip("set HTTPRETRY_TUNE=1")
+	}
+	def := Policy{}
+	long := time.Hour
+	scenarios := map[string]fleetScenario{}
+	scenarios["default"] = defaultFleet()
+	sh := defaultFleet()
+	sh.clients = 1
+	scenarios["shared"] = sh
+	ra := defaultFleet()
+	ra.retryAfter = true
+	scenarios["retryafter"] = ra
+	rnd := defaultFleet()
+	rnd.down = [2]time.Duration{}
+	rnd.failRate = 0.05
+	scenarios["random5"] = rnd
+	st := defaultFleet()
+	st.clients, st.rate, st.capacity = 1, 20, 0
+	scenarios["steady"] = st
+	tight := defaultFleet()
+	tight.rate = 880
+	scenarios["tight"] = tight
+	st2 := st
+	st2.policy = def
+	scenarios["steadydef"] = st2
+	scenarios["burst"] = fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second, timeout: 15 * time.Second, latency: time.Millisecond, policy: def, seed: 1}
+	scenarios["seq"] = fleetScenario{workers: 1, calls: 4, down: [2]time.Duration{0, long}, duration: time.Second, latency: time.Millisecond, policy: Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second}, seed: 1}
+	fast := Policy{BaseDelay: 10 * time.Millisecond}
+	scenarios["rand30"] = fleetScenario{workers: 20, failRate: 0.3, duration: 15 * time.Second, latency: time.Millisecond, policy: fast, seed: 1}
+	scenarios["rand60"] = fleetScenario{workers: 8, failRate: 0.6, duration: 15 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: fast, seed: 1}
+	scenarios["rand60slow"] = fleetScenario{workers: 8, failRate: 0.6, duration: 15 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: def, seed: 1}
+	only := os.Getenv("HTTPRETRY_TUNE_ONLY")
+	for name, sc := range scenarios {
+		if only != "" && only != name {
+			continue
+		}
+		rows := map[string]fleetMetrics{}
+		for _, v := range []struct {
+			name string
+			c    StormControl
+		}{{"on", StormControl{}}, {"off", stormOff}, {"gate", StormControl{NoBudget: true}}} {
+			synctest.Test(t, func(t *testing.T) {
+				rows[v.name] = runFleet(sc, transportWith(sc.policy, v.c, sc.seed)).metrics()
+			})
+		}
+		t.Logf("%s:\n%s", name, fleetTable(rows))
+	}
+}
