@@ -67,7 +67,23 @@ func WriteChart(w io.Writer, res Results) error {
 }
 
 // modeLabel names a mode in a chart's title.
-var modeLabel = map[Mode]string{Open: "open loop", Closed: "closed loop", Collapse: "open loop, collapsing server", Random: "open loop, random failures"}
+var modeLabel = map[Mode]string{Open: "open loop", Closed: "closed loop", Collapse: "open loop, collapsing server", Random: "open loop, random failures",
+	RetryAfterHerd: "open loop, outage 503s with Retry-After"}
+
+// chartTitle is the overview's title: the fleet's for the fleet modes,
+// the one client's for the single-client ones.
+func chartTitle(sc Scenario) string {
+	switch sc.Mode {
+	case Burst:
+		return fmt.Sprintf("Attempts per %s at the server (burst: %d goroutines on one client, host down %s–%s shaded)",
+			sc.Window, sc.Workers, seconds(sc.OutageStart), seconds(sc.OutageEnd))
+	case RandomClosed:
+		return fmt.Sprintf("Attempts per %s at the server (%d closed-loop workers on one client, %.0f%% of attempts fail at random)",
+			sc.Window, sc.Workers, 100*sc.failRate())
+	}
+	return fmt.Sprintf("Attempts per %s at the server (%s, %d clients, %.0f req/s offered, outage shaded)",
+		sc.Window, modeLabel[sc.Mode], sc.Clients, sc.Rate)
+}
 
 // span is the time axis's end: the last window of any system, so that
 // every plot of the chart shares one time axis.
@@ -85,8 +101,7 @@ func span(res Results) float64 {
 func overview(res Results, xmax float64) (*plot.Plot, error) {
 	sc := res.Scenario
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Attempts per %s at the server (%s, %d clients, %.0f req/s offered, outage shaded)",
-		sc.Window, modeLabel[sc.Mode], sc.Clients, sc.Rate)
+	p.Title.Text = chartTitle(sc)
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = fmt.Sprintf("attempts per %s", sc.Window)
 	p.Legend.Top = true
@@ -143,10 +158,11 @@ func panel(sc Scenario, s SystemResult, i int, xmax float64) (*plot.Plot, error)
 	return p, nil
 }
 
-// decorate adds the outage's shading and the capacity line, and fixes the
-// axes so that every panel reads alike.
+// decorate adds the outage's shading and the capacity line (when the
+// server has a capacity), and fixes the axes so that every panel reads
+// alike.
 func decorate(p *plot.Plot, sc Scenario, ymax, xmax float64) error {
-	ymax *= 1.1
+	ymax = max(ymax, 1) * 1.1 // an empty run still gets an axis
 	p.Y.Min, p.Y.Max = 0, ymax
 	p.X.Min, p.X.Max = 0, xmax
 	if sc.OutageEnd > sc.OutageStart {
@@ -158,6 +174,9 @@ func decorate(p *plot.Plot, sc Scenario, ymax, xmax float64) error {
 		shade.Color = outageFill
 		shade.LineStyle.Width = 0
 		p.Add(shade)
+	}
+	if sc.perWindow() <= 0 {
+		return nil
 	}
 	c, err := plotter.NewLine(plotter.XYs{{X: 0, Y: sc.perWindow()}, {X: xmax, Y: sc.perWindow()}})
 	if err != nil {

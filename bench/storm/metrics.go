@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -28,8 +29,24 @@ type Metrics struct {
 	DownUntil time.Duration
 	// Success is the share of logical requests that finally got a 200.
 	Success float64
-	// P50 and P99 are latency percentiles over every logical request.
-	P50, P99 time.Duration
+	// P50 and P99 are latency percentiles over every logical request;
+	// Mean and Max its mean and the longest.
+	P50, P99  time.Duration
+	Mean, Max time.Duration
+	// LastDone is when the last logical request finished, from the start
+	// of the run.
+	LastDone time.Duration
+	// DownAttempts is the attempts answered Down: sent while the host was
+	// down (its outage, a collapse, or Sequential's host that never
+	// answers otherwise).
+	DownAttempts int
+	// Told is the answers that carried a Retry-After; Early the attempts
+	// that arrived before the date their logical request was last told.
+	Told, Early int
+	// CallAttempts is the attempts of each logical request in the order
+	// they were sent, in the modes that make calls in a row (Sequential,
+	// RetryAfterLong); nil in the others.
+	CallAttempts []int
 	// Conns is the connections the server accepted.
 	Conns int
 	// Lag is the longest a logical request was sent after its arrival
@@ -59,17 +76,25 @@ func compute(sc Scenario, windows []Window, reqs []Request, conns int, downUntil
 		if w.Start >= sc.OutageEnd {
 			m.PeakAfter = max(m.PeakAfter, w.Attempts)
 		}
+		m.DownAttempts += w.DownCount
+		m.Told += w.ToldCount
+		m.Early += w.EarlyCount
 	}
 	m.Amplification = ratio(m.Attempts, m.Requests)
 	m.OutageAmplification = ratio(outAttempts, outArrivals)
-	m.PeakRatio = float64(m.Peak) / sc.perWindow()
-	m.PeakAfterRatio = float64(m.PeakAfter) / sc.perWindow()
+	if per := sc.perWindow(); per > 0 { // else no capacity to compare with
+		m.PeakRatio = float64(m.Peak) / per
+		m.PeakAfterRatio = float64(m.PeakAfter) / per
+	}
 	m.Recovery, m.Recovered = recovery(sc, windows)
 
 	lat := make([]time.Duration, 0, len(reqs))
 	ok := 0
+	var sum time.Duration
 	for _, r := range reqs {
 		lat = append(lat, r.Latency)
+		sum += r.Latency
+		m.LastDone = max(m.LastDone, r.Start+r.Latency)
 		if r.OK {
 			ok++
 		}
@@ -77,7 +102,24 @@ func compute(sc Scenario, windows []Window, reqs []Request, conns int, downUntil
 	m.Success = ratio(ok, len(reqs))
 	slices.Sort(lat)
 	m.P50, m.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if len(lat) > 0 {
+		m.Mean, m.Max = sum/time.Duration(len(lat)), lat[len(lat)-1]
+	}
+	if sc.Mode == Sequential || sc.Mode == RetryAfterLong {
+		m.CallAttempts = callAttempts(reqs)
+	}
 	return m
+}
+
+// callAttempts lists the attempts of each request in the order sent.
+func callAttempts(reqs []Request) []int {
+	byID := slices.Clone(reqs)
+	slices.SortFunc(byID, func(a, b Request) int { return cmp.Compare(a.ID, b.ID) })
+	out := make([]int, len(byID))
+	for i, r := range byID {
+		out[i] = r.Attempts
+	}
+	return out
 }
 
 // recovery returns how long after the outage's end the server's success

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,9 +40,17 @@ func Run(sc Scenario, systems []bench.System) (Results, error) {
 	if err := sc.Validate(); err != nil {
 		return Results{}, err
 	}
-	res := Results{Scenario: sc}
-	for _, s := range systems {
-		res.Systems = append(res.Systems, runSteady(sc, s))
+	res := Results{Scenario: sc, Systems: make([]SystemResult, len(systems))}
+	if sc.inParallel() {
+		var wg sync.WaitGroup
+		for i, s := range systems {
+			wg.Go(func() { res.Systems[i] = runSteady(sc, s) })
+		}
+		wg.Wait()
+		return res, nil
+	}
+	for i, s := range systems {
+		res.Systems[i] = runSteady(sc, s)
 	}
 	return res, nil
 }
@@ -73,11 +82,19 @@ func runOne(sc Scenario, sys bench.System) SystemResult {
 
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rec.Admit(since()) == Served {
-			w.Write([]byte("ok"))
-			return
+		id, _ := strconv.ParseUint(r.Header.Get(requestIDHeader), 10, 64)
+		rep := rec.Reply(since(), id)
+		if h := rep.Header(); h != "" {
+			w.Header().Set("Retry-After", h)
 		}
-		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		switch rep.Verdict {
+		case Served:
+			w.Write([]byte("ok"))
+		case Throttled:
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		default:
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		}
 	}))
 	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
@@ -101,9 +118,16 @@ func runOne(sc Scenario, sys bench.System) SystemResult {
 	c := &fleet{sc: sc, url: srv.URL, clients: clients, rec: rec, since: since}
 
 	start = time.Now()
-	if sc.Mode == Closed {
+	switch sc.Mode {
+	case Closed:
 		c.closedLoop()
-	} else {
+	case Sequential, RetryAfterLong:
+		c.inRow()
+	case Burst:
+		c.burst()
+	case RandomClosed:
+		c.backToBack()
+	default:
 		c.openLoop()
 	}
 	for _, b := range bases {
@@ -132,6 +156,7 @@ type fleet struct {
 	clients []http.RoundTripper
 	rec     *recorder
 	since   func() time.Duration
+	ids     atomic.Uint64 // the last logical request's number
 }
 
 // openLoop sends the Poisson arrivals of the whole run, each from a client
@@ -173,6 +198,7 @@ func (f *fleet) closedLoop() {
 
 // do sends one logical request that arrived at at and records its outcome.
 func (f *fleet) do(rt http.RoundTripper, at time.Duration) {
+	id := f.ids.Add(1)
 	sent := f.since()
 	f.rec.Arrive(at, sent)
 	ctx, cancel := context.WithTimeout(context.Background(), f.sc.RequestTimeout)
@@ -180,6 +206,7 @@ func (f *fleet) do(rt http.RoundTripper, at time.Duration) {
 	ok := false
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
 	if err == nil {
+		req.Header.Set(requestIDHeader, strconv.FormatUint(id, 10))
 		var resp *http.Response
 		if resp, err = rt.RoundTrip(req); err == nil {
 			io.Copy(io.Discard, resp.Body)
@@ -187,5 +214,5 @@ func (f *fleet) do(rt http.RoundTripper, at time.Duration) {
 			ok = resp.StatusCode == http.StatusOK
 		}
 	}
-	f.rec.Done(sent, f.since(), ok)
+	f.rec.Done(id, sent, f.since(), ok)
 }

@@ -3,15 +3,21 @@
 // requests through one retrying system after another. It shows what each
 // system's retries do to a server that fails for a few seconds: how much
 // extra load they send while it is down, how hard they hit it when it comes
-// back, and how many requests they rescue.
+// back, and how many requests they rescue. The everyday scenarios
+// (everyday.go) run one client instead of a fleet, as a newcomer to a retry
+// library writes it: calls in a row to a dead host, a burst during a short
+// outage, workers against random failures, a long Retry-After; and the
+// fleet told by Retry-After when to come back.
 //
 // Run(scenario, systems) runs the scenario once per system, one after the
-// other, each against a fresh server, and returns per-window counts and
-// the metrics computed from them.
+// other (side by side in the modes that send one request at a time), each
+// against a fresh server, and returns per-window counts and the metrics
+// computed from them.
 package storm
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/httpretry/httpretry/bench"
@@ -37,20 +43,57 @@ const (
 	// of all attempts (FailRate) at random, as a flaky backend does, so
 	// that storm control shows what it costs when there is no storm.
 	Random Mode = "random"
+	// RetryAfterHerd: open-loop arrivals and an outage whose 503s carry a
+	// Retry-After, by default one that names the outage's end, so that
+	// every client that honours it comes back at about the same time.
+	RetryAfterHerd Mode = "retry-after-herd"
+
+	// The everyday single-client modes (everyday.go): one client, as a
+	// newcomer to a retry library writes it, not a fleet.
+
+	// Sequential: one goroutine makes Calls calls in a row to a host that
+	// always answers 503.
+	Sequential Mode = "sequential"
+	// Burst: Workers goroutines that start together send one request each
+	// through the one client; the host is down in [OutageStart,
+	// OutageEnd) and then serves everything.
+	Burst Mode = "burst"
+	// RandomClosed: Workers goroutines share the one client and send
+	// requests back to back for Duration, against a host that fails a
+	// share FailRate of attempts at random.
+	RandomClosed Mode = "random-closed"
+	// RetryAfterLong: one goroutine makes Calls calls in a row; the first
+	// attempt of each gets 429 with Retry-After (RetryAfter), later ones
+	// 200.
+	RetryAfterLong Mode = "retry-after-long"
 )
+
+// Modes lists every mode, in the order of the help text.
+var Modes = []Mode{Open, Closed, Collapse, Random, RetryAfterHerd, Sequential, Burst, RandomClosed, RetryAfterLong}
 
 // Scenario is one storm: fleet, load, server and outage.
 type Scenario struct {
-	// Mode is open, closed, collapse or random.
+	// Mode is one of Modes.
 	Mode Mode
 	// Clients is the number of client instances, each with its own
-	// system instance and connection pool.
+	// system instance and connection pool (1 in the single-client modes).
 	Clients int
+	// Workers is the goroutines that share the one client in Burst and
+	// RandomClosed.
+	Workers int
+	// Calls is the logical requests made in a row in Sequential and
+	// RetryAfterLong.
+	Calls int
+	// RetryAfter is the Retry-After the server sends, in whole seconds:
+	// on RetryAfterLong's 429s, and on RetryAfterHerd's 503s when
+	// positive (zero there means the seconds left until the outage's end,
+	// rounded up, so that every answer names about the same date).
+	RetryAfter time.Duration
 	// Rate is the logical requests per second offered by all clients
 	// together (the nominal rate for Closed).
 	Rate float64
 	// Capacity is the requests per second the server answers with 200;
-	// the excess gets 503.
+	// the excess gets 503. Zero means no limit (the single-client modes).
 	Capacity float64
 	// Burst is the token bucket's depth; zero means a tenth of Capacity.
 	Burst float64
@@ -69,7 +112,7 @@ type Scenario struct {
 	CollapseAfter  time.Duration
 	CollapseFor    time.Duration
 	// FailRate is the share of attempts answered 503 at random, whatever
-	// the load (Random mode; DefaultFailRate when zero).
+	// the load (Random and RandomClosed; DefaultFailRate when zero).
 	FailRate float64
 	// Window is the width of the counting windows.
 	Window time.Duration
@@ -137,29 +180,59 @@ func Smoke() Scenario {
 
 // Validate reports a scenario that cannot run.
 func (s Scenario) Validate() error {
-	switch {
-	case s.Mode != Open && s.Mode != Closed && s.Mode != Collapse && s.Mode != Random:
+	if !slices.Contains(Modes, s.Mode) {
 		return fmt.Errorf("storm: unknown mode %q", s.Mode)
+	}
+	switch {
 	case s.Clients < 1:
 		return fmt.Errorf("storm: need at least one client")
-	case s.Rate <= 0 || s.Capacity <= 0:
-		return fmt.Errorf("storm: rate and capacity must be positive")
-	case s.Duration <= 0 || s.Window <= 0:
-		return fmt.Errorf("storm: duration and window must be positive")
+	case s.Window <= 0:
+		return fmt.Errorf("storm: window must be positive")
 	case s.OutageEnd < s.OutageStart:
 		return fmt.Errorf("storm: outage ends before it starts")
-	case s.Mode == Collapse && (s.CollapseFactor <= 0 || s.CollapseAfter < s.Window):
-		return fmt.Errorf("storm: collapse needs a factor and a span of at least one window")
 	case s.FailRate < 0 || s.FailRate >= 1:
 		return fmt.Errorf("storm: fail rate %v is not in [0, 1)", s.FailRate)
+	case s.Capacity < 0:
+		return fmt.Errorf("storm: capacity must not be negative")
+	case s.RetryAfter < 0:
+		return fmt.Errorf("storm: Retry-After must not be negative")
+	}
+	switch s.Mode {
+	case Sequential, RetryAfterLong:
+		if s.Calls < 1 || s.RequestTimeout <= 0 {
+			return fmt.Errorf("storm: %s needs at least one call and a request timeout", s.Mode)
+		}
+		if s.Mode == RetryAfterLong && s.RetryAfter < time.Second {
+			return fmt.Errorf("storm: %s needs a Retry-After of at least a second", s.Mode)
+		}
+		return nil
+	case Burst:
+		if s.Workers < 1 || s.RequestTimeout <= 0 {
+			return fmt.Errorf("storm: burst needs at least one worker and a request timeout")
+		}
+		return nil
+	case RandomClosed:
+		if s.Workers < 1 || s.Duration <= 0 || s.RequestTimeout <= 0 {
+			return fmt.Errorf("storm: random-closed needs workers, a duration and a request timeout")
+		}
+		return nil
+	}
+	switch {
+	case s.Rate <= 0 || s.Capacity <= 0:
+		return fmt.Errorf("storm: rate and capacity must be positive")
+	case s.Duration <= 0:
+		return fmt.Errorf("storm: duration must be positive")
+	case s.Mode == Collapse && (s.CollapseFactor <= 0 || s.CollapseAfter < s.Window):
+		return fmt.Errorf("storm: collapse needs a factor and a span of at least one window")
 	}
 	return nil
 }
 
-// failRate resolves FailRate: random failures happen in Random mode only.
+// failRate resolves FailRate: random failures happen in Random and
+// RandomClosed only.
 func (s Scenario) failRate() float64 {
 	switch {
-	case s.Mode != Random:
+	case s.Mode != Random && s.Mode != RandomClosed:
 		return 0
 	case s.FailRate == 0:
 		return DefaultFailRate
@@ -175,7 +248,41 @@ func (s Scenario) burst() float64 {
 	return s.Capacity / 10
 }
 
-// perWindow is the server's capacity in one counting window.
+// perWindow is the server's capacity in one counting window, 0 for no
+// limit.
 func (s Scenario) perWindow() float64 {
 	return s.Capacity * s.Window.Seconds()
+}
+
+// span is how long a run can last: the last request's start plus its
+// timeout. The recorder's windows cover it, plus a margin.
+func (s Scenario) span() time.Duration {
+	switch s.Mode {
+	case Sequential, RetryAfterLong:
+		return time.Duration(s.Calls) * s.RequestTimeout
+	case Burst:
+		return s.RequestTimeout
+	}
+	return s.Duration + s.RequestTimeout
+}
+
+// tracksRequests reports whether the server keeps the state of each
+// logical request: its attempts and the Retry-After date it was told.
+// The fleet modes without Retry-After skip it, to stay as they were.
+func (s Scenario) tracksRequests() bool {
+	return s.Mode == Sequential || s.Mode == RetryAfterLong || s.Mode == RetryAfterHerd
+}
+
+// inParallel reports whether Run may run the systems side by side: in
+// the modes that send one request at a time the run is all waiting, so
+// running the systems together costs no accuracy and saves the sum of
+// their waits.
+func (s Scenario) inParallel() bool {
+	return s.Mode == Sequential || s.Mode == RetryAfterLong
+}
+
+// Charted reports whether a chart of the run's windows says anything: the
+// modes that send a handful of requests one at a time have a table only.
+func (s Scenario) Charted() bool {
+	return s.Mode != Sequential && s.Mode != RetryAfterLong
 }

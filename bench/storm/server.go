@@ -18,8 +18,11 @@ const (
 	Shed
 	// Down: 503, the server is in its outage or collapsed.
 	Down
-	// Flaky: 503 at random (Random mode), whatever the load.
+	// Flaky: 503 at random (Random and RandomClosed), whatever the load.
 	Flaky
+	// Throttled: 429 with a Retry-After (RetryAfterLong's first attempt of
+	// each call).
+	Throttled
 )
 
 // Window is what happened in one counting window of a run: the server's
@@ -28,15 +31,24 @@ type Window struct {
 	// Start is the window's start, from the start of the run.
 	Start time.Duration
 	// Attempts is every request the server received; Served, ShedCount,
-	// DownCount and FlakyCount split it by verdict.
-	Attempts, Served, ShedCount, DownCount, FlakyCount int
+	// DownCount, FlakyCount and ThrottledCount split it by verdict.
+	Attempts, Served, ShedCount, DownCount, FlakyCount, ThrottledCount int
 	// Arrivals is the logical requests that arrived in the window;
 	// Succeeded and Failed the ones that finished in it, by outcome.
 	Arrivals, Succeeded, Failed int
+	// ToldCount is the answers that carried a Retry-After; EarlyCount the
+	// attempts that arrived before the date their logical request was
+	// last told (retryafter.go).
+	ToldCount, EarlyCount int
 }
 
 // Request is one finished logical request.
 type Request struct {
+	// ID is the logical request's number in the run, from 1.
+	ID uint64
+	// Attempts is the attempts the server received for it, in the modes
+	// that track requests (Scenario.tracksRequests); 0 in the others.
+	Attempts int
 	// Start is when it was sent, from the start of the run.
 	Start time.Duration
 	// Latency is from being sent until its final answer or error.
@@ -49,8 +61,9 @@ type Request struct {
 // goroutines count at once, and a lock convoy on a busy machine would stall
 // the very traffic being measured.
 type counts struct {
-	attempts, served, shed, down, flaky atomic.Int64
-	arrivals, succeeded, failed         atomic.Int64
+	attempts, served, shed, down, flaky, throttled atomic.Int64
+	arrivals, succeeded, failed                    atomic.Int64
+	told, early                                    atomic.Int64
 }
 
 // recorder is a run's shared state: the server's decisions and every count,
@@ -60,11 +73,12 @@ type recorder struct {
 	sc      Scenario
 	windows []counts // fixed length: the run's whole span, the last one catching later times
 
-	mu        sync.Mutex // guards the bucket, the collapse state and rng
-	bucket    *Bucket
-	rng       *rand.Rand    // Random mode's failures
-	downUntil time.Duration // Collapse: down until then
-	lastDown  time.Duration // the last time a Down verdict was given
+	mu        sync.Mutex       // guards the bucket, the collapse state, rng and calls
+	bucket    *Bucket          // nil: no capacity limit
+	rng       *rand.Rand       // Random mode's failures
+	calls     map[uint64]*call // per logical request, when sc.tracksRequests
+	downUntil time.Duration    // Collapse: down until then
+	lastDown  time.Duration    // the last time a Down verdict was given
 	anyDown   bool
 
 	reqMu    sync.Mutex
@@ -74,13 +88,19 @@ type recorder struct {
 
 // newRecorder returns the state of a run of sc.
 func newRecorder(sc Scenario) *recorder {
-	span := sc.Duration + sc.RequestTimeout + 2*time.Second
-	return &recorder{
+	span := sc.span() + 2*time.Second
+	r := &recorder{
 		sc:      sc,
 		windows: make([]counts, int(span/sc.Window)+1),
-		bucket:  NewBucket(sc.Capacity, sc.burst()),
 		rng:     rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
 	}
+	if sc.Capacity > 0 {
+		r.bucket = NewBucket(sc.Capacity, sc.burst())
+	}
+	if sc.tracksRequests() {
+		r.calls = map[uint64]*call{}
+	}
+	return r
 }
 
 // window returns the counters of time t.
@@ -89,12 +109,23 @@ func (r *recorder) window(t time.Duration) *counts {
 	return &r.windows[i]
 }
 
-// Admit decides the answer to an attempt that arrives at now, and counts it.
+// Admit decides the answer to an attempt that arrives at now, and counts
+// it, for an attempt the server cannot tell apart from others.
 func (r *recorder) Admit(now time.Duration) Verdict {
+	return r.Reply(now, 0).Verdict
+}
+
+// Reply decides the answer to an attempt of logical request id (0 for
+// unknown) that arrives at now, and counts it.
+func (r *recorder) Reply(now time.Duration, id uint64) Reply {
 	w := r.window(now)
 	w.attempts.Add(1)
 	r.mu.Lock()
-	v := r.verdict(now)
+	c := r.call(id)
+	early := c.early(now)
+	v := r.verdict(now, c)
+	wait := r.sc.retryAfter(now, v)
+	c.answered(now, wait)
 	if v == Down {
 		r.lastDown, r.anyDown = max(r.lastDown, now), true
 	}
@@ -108,12 +139,45 @@ func (r *recorder) Admit(now time.Duration) Verdict {
 		w.down.Add(1)
 	case Flaky:
 		w.flaky.Add(1)
+	case Throttled:
+		w.throttled.Add(1)
 	}
-	return v
+	if wait > 0 {
+		w.told.Add(1)
+	}
+	if early {
+		w.early.Add(1)
+	}
+	return Reply{Verdict: v, RetryAfter: wait}
 }
 
-// verdict is Admit's decision. The caller holds mu.
-func (r *recorder) verdict(now time.Duration) Verdict {
+// call returns the state of logical request id, created on its first
+// attempt; nil when requests are not tracked or id is unknown. The
+// caller holds mu.
+func (r *recorder) call(id uint64) *call {
+	if r.calls == nil || id == 0 {
+		return nil
+	}
+	c := r.calls[id]
+	if c == nil {
+		c = &call{}
+		r.calls[id] = c
+	}
+	return c
+}
+
+// verdict is Reply's decision for an attempt of c (nil when untracked).
+// The caller holds mu.
+func (r *recorder) verdict(now time.Duration, c *call) Verdict {
+	switch r.sc.Mode {
+	case Sequential:
+		return Down
+	case RetryAfterLong:
+		if c == nil || c.attempts == 0 {
+			return Throttled
+		}
+		return Served
+	}
 	if now >= r.sc.OutageStart && now < r.sc.OutageEnd {
 		return Down
 	}
@@ -129,7 +193,7 @@ func (r *recorder) verdict(now time.Duration) Verdict {
 			return Down
 		}
 	}
-	if !r.bucket.Take(now) {
+	if r.bucket != nil && !r.bucket.Take(now) {
 		return Shed
 	}
 	return Served
@@ -162,16 +226,25 @@ func (r *recorder) Arrive(t, now time.Duration) {
 	}
 }
 
-// Done records a logical request that started at start and finished at end.
-func (r *recorder) Done(start, end time.Duration, ok bool) {
+// Done records logical request id, which started at start and finished
+// at end.
+func (r *recorder) Done(id uint64, start, end time.Duration, ok bool) {
 	w := r.window(end)
 	if ok {
 		w.succeeded.Add(1)
 	} else {
 		w.failed.Add(1)
 	}
+	attempts := 0
+	if r.calls != nil {
+		r.mu.Lock()
+		if c := r.calls[id]; c != nil {
+			attempts = c.attempts
+		}
+		r.mu.Unlock()
+	}
 	r.reqMu.Lock()
-	r.requests = append(r.requests, Request{Start: start, Latency: end - start, OK: ok})
+	r.requests = append(r.requests, Request{ID: id, Attempts: attempts, Start: start, Latency: end - start, OK: ok})
 	r.reqMu.Unlock()
 }
 
@@ -190,7 +263,9 @@ func (r *recorder) Windows() []Window {
 		out[i] = Window{
 			Start:    time.Duration(i) * r.sc.Window,
 			Attempts: int(c.attempts.Load()), Served: int(c.served.Load()), ShedCount: int(c.shed.Load()), DownCount: int(c.down.Load()), FlakyCount: int(c.flaky.Load()),
-			Arrivals: int(c.arrivals.Load()), Succeeded: int(c.succeeded.Load()), Failed: int(c.failed.Load()),
+			ThrottledCount: int(c.throttled.Load()),
+			Arrivals:       int(c.arrivals.Load()), Succeeded: int(c.succeeded.Load()), Failed: int(c.failed.Load()),
+			ToldCount: int(c.told.Load()), EarlyCount: int(c.early.Load()),
 		}
 	}
 	return out

@@ -8,8 +8,14 @@ import (
 	"time"
 )
 
-// WriteTable writes the results as a Markdown table, one row per system.
+// WriteTable writes the results as a Markdown table, one row per system:
+// the fleet table below for the storm modes, a compact table of its own
+// for each everyday mode (everydaytable.go).
 func WriteTable(w io.Writer, res Results) {
+	if write := everydayTables[res.Scenario.Mode]; write != nil {
+		write(w, res)
+		return
+	}
 	fmt.Fprintf(w, "| system | load × overall | load × in outage | peak ÷ capacity | peak after outage ÷ capacity | back to 95%% after | down until | success | p50 | p99 | conns | sim lag (runs) |\n")
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range res.Systems {
@@ -26,6 +32,10 @@ func WriteTable(w io.Writer, res Results) {
 
 // Describe writes one line that says what the scenario was.
 func Describe(w io.Writer, sc Scenario) {
+	if describe := everydayDescriptions[sc.Mode]; describe != nil {
+		fmt.Fprintln(w, describe(sc))
+		return
+	}
 	failure := fmt.Sprintf("outage %s–%s", seconds(sc.OutageStart), seconds(sc.OutageEnd))
 	if sc.OutageEnd <= sc.OutageStart {
 		failure = "no outage"
@@ -40,18 +50,26 @@ func Describe(w io.Writer, sc Scenario) {
 	if sc.Mode == Collapse {
 		fmt.Fprintf(w, " Collapse: above %.1f× capacity over %s, down for %s.", sc.CollapseFactor, sc.CollapseAfter, sc.CollapseFor)
 	}
+	if sc.Mode == RetryAfterHerd {
+		told := "the seconds left until the outage's end, rounded up, so that every answer names about the same date"
+		if sc.RetryAfter > 0 {
+			told = fmt.Sprintf("%d", int(ceilSeconds(sc.RetryAfter)/time.Second))
+		}
+		fmt.Fprintf(w, " Every outage 503 carries Retry-After: %s.", told)
+	}
 	fmt.Fprintln(w)
 }
 
 // WriteCSV writes every window of every system, one row each.
 func WriteCSV(w io.Writer, res Results) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"system", "t_ms", "attempts", "served", "shed", "down", "arrivals", "succeeded", "failed", "flaky"})
+	cw.Write([]string{"system", "t_ms", "attempts", "served", "shed", "down", "arrivals", "succeeded", "failed", "flaky", "throttled", "told", "early"})
 	for _, s := range res.Systems {
 		for _, win := range s.Windows {
 			cw.Write([]string{s.Name, strconv.FormatInt(win.Start.Milliseconds(), 10),
 				strconv.Itoa(win.Attempts), strconv.Itoa(win.Served), strconv.Itoa(win.ShedCount), strconv.Itoa(win.DownCount),
-				strconv.Itoa(win.Arrivals), strconv.Itoa(win.Succeeded), strconv.Itoa(win.Failed), strconv.Itoa(win.FlakyCount)})
+				strconv.Itoa(win.Arrivals), strconv.Itoa(win.Succeeded), strconv.Itoa(win.Failed), strconv.Itoa(win.FlakyCount),
+				strconv.Itoa(win.ThrottledCount), strconv.Itoa(win.ToldCount), strconv.Itoa(win.EarlyCount)})
 		}
 	}
 	cw.Flush()

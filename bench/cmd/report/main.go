@@ -1,5 +1,6 @@
-// Command report runs the side-by-side benchmarks and the storm scenarios
-// and writes bench/RESULTS.md with its charts. It is what `make bench`
+// Command report runs the side-by-side benchmarks, the storm scenarios and
+// the everyday single-client ones, and writes bench/RESULTS.md with its
+// charts. It is what `make bench`
 // runs, from the bench directory.
 package main
 
@@ -27,7 +28,7 @@ func main() {
 	benchtime := flag.String("benchtime", "100ms", "time per system per round")
 	out := flag.String("out", "RESULTS.md", "the report to write")
 	charts := flag.String("charts", "results", "directory for the storm charts and CSVs, relative to the report")
-	skipStorm := flag.Bool("no-storm", false, "skip the storm scenarios")
+	skipStorm := flag.Bool("no-storm", false, "skip the storm and everyday scenarios")
 	flag.Parse()
 	if err := flag.Set("test.benchtime", *benchtime); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -51,7 +52,11 @@ func run(rounds int, benchtime, out, charts string, storms bool) error {
 	writeCases(&md, cases)
 	writeBig(&md, big)
 	if storms {
-		if err := runStorms(&md, bench.Systems, filepath.Join(filepath.Dir(out), charts), charts); err != nil {
+		dir := filepath.Join(filepath.Dir(out), charts)
+		if err := runStorms(&md, bench.Systems, dir, charts); err != nil {
+			return err
+		}
+		if err := runEveryday(&md, bench.Systems, dir, charts); err != nil {
 			return err
 		}
 	}

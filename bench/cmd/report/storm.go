@@ -52,24 +52,37 @@ func runStorms(md io.Writer, systems []bench.System, dir, rel string) error {
 		"Conns: connections the server accepted. Sim lag: the longest a request was sent after its scheduled arrival; large values mean the machine, "+
 		"not only the system, shaped that run.\n\n")
 	for _, r := range stormRuns() {
-		fmt.Fprintf(os.Stderr, "report: storm %s\n", r.slug)
-		res, err := storm.Run(r.scenario, systems)
-		if err != nil {
+		if err := runStorm(md, r, systems, dir, rel); err != nil {
 			return err
 		}
-		fmt.Fprintf(md, "### %s\n\n%s ", r.title, r.note)
-		storm.Describe(md, r.scenario)
-		fmt.Fprintln(md)
-		storm.WriteTable(md, res)
-		png, csv := "storm-"+r.slug+".png", "storm-"+r.slug+".csv"
-		if err := writeFile(filepath.Join(dir, csv), func(w io.Writer) error { return storm.WriteCSV(w, res) }); err != nil {
-			return err
-		}
-		if err := writeFile(filepath.Join(dir, png), func(w io.Writer) error { return storm.WriteChart(w, res) }); err != nil {
-			return err
-		}
-		fmt.Fprintf(md, "\n![attempts per 100 ms, %s](%s/%s)\n\nPer-window counts: [%s](%s/%s).\n\n", r.slug, rel, png, csv, rel, csv)
 	}
+	return nil
+}
+
+// runStorm runs one scenario and writes its section: the table, and the
+// CSV and (in the modes that have one) the chart into dir.
+func runStorm(md io.Writer, r stormRun, systems []bench.System, dir, rel string) error {
+	fmt.Fprintf(os.Stderr, "report: storm %s\n", r.slug)
+	res, err := storm.Run(r.scenario, systems)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(md, "### %s\n\n%s ", r.title, r.note)
+	storm.Describe(md, r.scenario)
+	fmt.Fprintln(md)
+	storm.WriteTable(md, res)
+	png, csv := "storm-"+r.slug+".png", "storm-"+r.slug+".csv"
+	if err := writeFile(filepath.Join(dir, csv), func(w io.Writer) error { return storm.WriteCSV(w, res) }); err != nil {
+		return err
+	}
+	if !r.scenario.Charted() {
+		fmt.Fprintf(md, "\nPer-window counts: [%s](%s/%s).\n\n", csv, rel, csv)
+		return nil
+	}
+	if err := writeFile(filepath.Join(dir, png), func(w io.Writer) error { return storm.WriteChart(w, res) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(md, "\n![attempts per 100 ms, %s](%s/%s)\n\nPer-window counts: [%s](%s/%s).\n\n", r.slug, rel, png, csv, rel, csv)
 	return nil
 }
 

@@ -1,7 +1,14 @@
 // Command storm runs the retry-storm simulator: by default the scenario of
 // storm.Default for every system, printing the table and writing a CSV of
 // every 100 ms window and a chart to -out. It is what `make storm` runs,
-// from the bench directory.
+// from the bench directory. -mode picks another scenario, such as the
+// everyday single-client ones:
+//
+//	go run ./cmd/storm -mode sequential
+//	go run ./cmd/storm -mode burst
+//	go run ./cmd/storm -mode random-closed -fail-rate 0.3
+//	go run ./cmd/storm -mode retry-after-long
+//	go run ./cmd/storm -mode retry-after-herd
 package main
 
 import (
@@ -18,34 +25,43 @@ import (
 )
 
 func main() {
-	sc := storm.Default()
+	// Flags are bound to f, whose values (the open mode's) are what -help
+	// shows; a flag given on the command line overrides the chosen mode's
+	// preset (storm.Preset), the others leave it alone.
+	f := storm.Default()
 	smoke := flag.Bool("smoke", false, "a run of a few seconds for CI: a small fleet and a short outage")
-	mode := flag.String("mode", string(sc.Mode), "open, closed, collapse or random")
-	flag.IntVar(&sc.Clients, "clients", sc.Clients, "client instances, each with its own transport and pool")
-	flag.Float64Var(&sc.Rate, "rate", sc.Rate, "logical requests per second, all clients together")
-	flag.Float64Var(&sc.Capacity, "capacity", sc.Capacity, "requests per second the server serves")
-	flag.DurationVar(&sc.OutageStart, "outage-start", sc.OutageStart, "start of the full outage")
-	flag.DurationVar(&sc.OutageEnd, "outage-end", sc.OutageEnd, "end of the full outage")
-	flag.DurationVar(&sc.Duration, "duration", sc.Duration, "how long new requests arrive")
-	flag.IntVar(&sc.Params.MaxRetries, "retries", sc.Params.MaxRetries, "retries after the first attempt")
-	flag.DurationVar(&sc.Params.BaseDelay, "base", sc.Params.BaseDelay, "backoff base delay")
-	flag.DurationVar(&sc.Params.MaxDelay, "cap", sc.Params.MaxDelay, "backoff cap")
-	flag.Float64Var(&sc.FailRate, "fail-rate", sc.FailRate, "share of attempts failed at random in random mode; 0 means 5%")
-	flag.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the arrivals")
-	share := flag.Float64("release-share", 0, "when positive, run httpretry with this HostGate.ReleaseShare (for a sweep)")
+	mode := flag.String("mode", string(f.Mode), "one of: "+modes())
+	flag.IntVar(&f.Clients, "clients", f.Clients, "client instances, each with its own transport and pool")
+	flag.IntVar(&f.Workers, "workers", f.Workers, "goroutines sharing the one client (burst, random-closed)")
+	flag.IntVar(&f.Calls, "calls", f.Calls, "calls in a row (sequential, retry-after-long)")
+	flag.Float64Var(&f.Rate, "rate", f.Rate, "logical requests per second, all clients together")
+	flag.Float64Var(&f.Capacity, "capacity", f.Capacity, "requests per second the server serves; 0 means no limit (single-client modes)")
+	flag.DurationVar(&f.OutageStart, "outage-start", f.OutageStart, "start of the full outage")
+	flag.DurationVar(&f.OutageEnd, "outage-end", f.OutageEnd, "end of the full outage")
+	flag.DurationVar(&f.Duration, "duration", f.Duration, "how long new requests arrive")
+	flag.DurationVar(&f.RequestTimeout, "timeout", f.RequestTimeout, "every logical request's deadline")
+	flag.DurationVar(&f.RetryAfter, "retry-after", f.RetryAfter, "Retry-After sent (whole seconds): on retry-after-long's 429s; on retry-after-herd's 503s, 0 meaning until the outage's end")
+	flag.IntVar(&f.Params.MaxRetries, "retries", f.Params.MaxRetries, "retries after the first attempt")
+	flag.DurationVar(&f.Params.BaseDelay, "base", f.Params.BaseDelay, "backoff base delay")
+	flag.DurationVar(&f.Params.MaxDelay, "cap", f.Params.MaxDelay, "backoff cap")
+	flag.Float64Var(&f.FailRate, "fail-rate", f.FailRate, "share of attempts failed at random in random and random-closed modes; 0 means 5%")
+	flag.Uint64Var(&f.Seed, "seed", f.Seed, "seed of the arrivals")
+	share := flag.Float64("release-share", 0, "when positive, run httpretry with this StormControl.ReleaseShare (for a sweep)")
 	reruns := flag.Int("reruns", 0, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine)")
 	systems := flag.String("systems", "", "comma-separated system names; empty means all but the variants of httpretry: "+names())
-	out := flag.String("out", "out", "directory for storm.csv and storm.png; empty writes neither")
+	out := flag.String("out", "out", "directory for storm.csv and storm.png (the latter in modes with a chart); empty writes neither")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage of storm: each mode starts from its preset; a flag given overrides it "+
+			"(the defaults shown are the open mode's).\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 
-	if *smoke {
-		sc = storm.Smoke()
+	sc, err := scenario(storm.Mode(*mode), f, *smoke)
+	if err != nil {
+		fail(err)
 	}
 	sc.Reruns = *reruns
-	sc.Mode = storm.Mode(*mode)
-	if sc.Mode == storm.Random && !isSet("outage-start") && !isSet("outage-end") {
-		sc.OutageStart, sc.OutageEnd = 0, 0 // random failures alone
-	}
 	var list []bench.System
 	for _, s := range bench.Systems {
 		if !s.Variant {
@@ -81,7 +97,50 @@ func main() {
 	}
 }
 
-// write saves the CSV and the chart into dir.
+// scenario is the mode's preset with the flags given on the command line
+// applied over it; the smoke run keeps its own numbers whatever the flags
+// but the mode.
+func scenario(mode storm.Mode, f storm.Scenario, smoke bool) (storm.Scenario, error) {
+	if smoke {
+		sc := storm.Smoke()
+		sc.Mode = mode
+		if mode == storm.Random && !isSet("outage-start") && !isSet("outage-end") {
+			sc.OutageStart, sc.OutageEnd = 0, 0 // random failures alone
+		}
+		return sc, nil
+	}
+	sc, err := storm.Preset(mode, f.FailRate)
+	if err != nil {
+		return sc, err
+	}
+	flag.Visit(func(fl *flag.Flag) {
+		if set := overrides[fl.Name]; set != nil {
+			set(&sc, f)
+		}
+	})
+	return sc, nil
+}
+
+// overrides copy one flag's value from the flags' scenario onto the preset.
+var overrides = map[string]func(dst *storm.Scenario, f storm.Scenario){
+	"clients":      func(d *storm.Scenario, f storm.Scenario) { d.Clients = f.Clients },
+	"workers":      func(d *storm.Scenario, f storm.Scenario) { d.Workers = f.Workers },
+	"calls":        func(d *storm.Scenario, f storm.Scenario) { d.Calls = f.Calls },
+	"rate":         func(d *storm.Scenario, f storm.Scenario) { d.Rate = f.Rate },
+	"capacity":     func(d *storm.Scenario, f storm.Scenario) { d.Capacity = f.Capacity },
+	"outage-start": func(d *storm.Scenario, f storm.Scenario) { d.OutageStart = f.OutageStart },
+	"outage-end":   func(d *storm.Scenario, f storm.Scenario) { d.OutageEnd = f.OutageEnd },
+	"duration":     func(d *storm.Scenario, f storm.Scenario) { d.Duration = f.Duration },
+	"timeout":      func(d *storm.Scenario, f storm.Scenario) { d.RequestTimeout = f.RequestTimeout },
+	"retry-after":  func(d *storm.Scenario, f storm.Scenario) { d.RetryAfter = f.RetryAfter },
+	"retries":      func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxRetries = f.Params.MaxRetries },
+	"base":         func(d *storm.Scenario, f storm.Scenario) { d.Params.BaseDelay = f.Params.BaseDelay },
+	"cap":          func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxDelay = f.Params.MaxDelay },
+	"fail-rate":    func(d *storm.Scenario, f storm.Scenario) { d.FailRate = f.FailRate },
+	"seed":         func(d *storm.Scenario, f storm.Scenario) { d.Seed = f.Seed },
+}
+
+// write saves the CSV and, in the modes that have one, the chart into dir.
 func write(dir string, res storm.Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -96,6 +155,10 @@ func write(dir string, res storm.Results) error {
 	}
 	if err := f.Close(); err != nil {
 		return err
+	}
+	if !res.Scenario.Charted() {
+		fmt.Printf("\nwrote %s\n", filepath.Join(dir, "storm.csv"))
+		return nil
 	}
 	png, err := os.Create(filepath.Join(dir, "storm.png"))
 	if err != nil {
@@ -137,7 +200,7 @@ func withReleaseShare(list []bench.System, share float64) []bench.System {
 			orig := s.New
 			s = bench.System{Name: fmt.Sprintf("httpretry (ReleaseShare %.2f)", share), New: func(base http.RoundTripper, p bench.Params) http.RoundTripper {
 				tr := orig(base, p).(*httpretry.Transport)
-				tr.HostGate.ReleaseShare = share
+				tr.Storm.ReleaseShare = share
 				return tr
 			}}
 		}
@@ -151,6 +214,15 @@ func isSet(name string) bool {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// modes lists the known modes.
+func modes() string {
+	var m []string
+	for _, x := range storm.Modes {
+		m = append(m, string(x))
+	}
+	return strings.Join(m, ", ")
 }
 
 // names lists the known systems.

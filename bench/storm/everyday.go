@@ -1,0 +1,135 @@
+package storm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/httpretry/httpretry/bench"
+)
+
+// The everyday scenarios are what a newcomer to a retry library writes:
+// one client (one RoundTripper), used from one goroutine or shared by a
+// few, against one host. Each stays within a few seconds per system, so
+// that the report can run them all.
+
+// SequentialCalls is Sequential's default number of calls in a row.
+const SequentialCalls = 4
+
+// single is the common part of the single-client scenarios: one client, no
+// capacity limit, no outage, the library's default retry numbers.
+func single(mode Mode) Scenario {
+	return Scenario{
+		Mode:           mode,
+		Clients:        1,
+		RequestTimeout: 10 * time.Second,
+		Window:         100 * time.Millisecond,
+		Params:         bench.DefaultParams,
+		Seed:           1,
+		LagLimit:       50 * time.Millisecond,
+	}
+}
+
+// SequentialPreset is one goroutine making SequentialCalls calls in a row
+// to a host that always answers 503: how long a caller waits for an answer
+// that never comes, and whether a system learns from one call to the next.
+// The timeout is far above what any system's five retries take, so that
+// it never decides the outcome.
+func SequentialPreset() Scenario {
+	s := single(Sequential)
+	s.Calls = SequentialCalls
+	s.RequestTimeout = 30 * time.Second
+	s.Params = bench.Params{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second}
+	return s
+}
+
+// BurstPreset is 200 goroutines that share one client and start
+// together against a host that is down for its first second and then
+// serves everything: how fast a system lets the backlog through once the
+// host is back, and how much it sent while it was down.
+func BurstPreset() Scenario {
+	s := single(Burst)
+	s.Workers = 200
+	s.OutageStart, s.OutageEnd = 0, time.Second
+	s.RequestTimeout = 15 * time.Second
+	return s
+}
+
+// RandomClosedPreset is Workers closed-loop goroutines sharing one client,
+// sending back to back for 3 s against a host that fails the share f of
+// attempts at random, without a capacity limit: what retries rescue and
+// cost when failures are independent. Above a failure share of one half
+// the preset has 8 workers instead of 20: there most requests retry, and
+// fewer workers keep the run as short. The deadline of 5 s bounds the run
+// at Duration plus 5 s, whatever the backoff. The backoff starts at 10 ms,
+// as a caller that cares for latency sets it, so that a run has thousands
+// of requests and its percentiles mean something.
+func RandomClosedPreset(f float64) Scenario {
+	s := single(RandomClosed)
+	s.Params = bench.Params{MaxRetries: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: time.Second}
+	s.FailRate = f
+	s.Workers = 20
+	if f >= 0.5 {
+		s.Workers = 8
+	}
+	s.Duration = 3 * time.Second
+	s.RequestTimeout = 5 * time.Second
+	return s
+}
+
+// RandomClosedRates are the failure shares of the report's RandomClosed
+// presets.
+var RandomClosedRates = []float64{0.05, 0.30, 0.60}
+
+// RetryAfterLongPreset is one call whose first attempt gets 429 with
+// Retry-After: 2, under a policy whose MaxRetries × MaxDelay (1.5 s) is
+// shorter than that: a system that honours Retry-After waits about 2 s and
+// succeeds; one that ignores it retries early.
+func RetryAfterLongPreset() Scenario {
+	s := single(RetryAfterLong)
+	s.Calls = 1
+	s.RetryAfter = 2 * time.Second
+	s.Params = bench.Params{MaxRetries: 3, BaseDelay: 200 * time.Millisecond, MaxDelay: 500 * time.Millisecond}
+	return s
+}
+
+// RetryAfterHerdPreset is the default fleet and outage with every outage
+// 503 carrying a Retry-After that names the outage's end: the systems that
+// honour it are spared the outage, and then all come back at once.
+func RetryAfterHerdPreset() Scenario {
+	s := Default()
+	s.Mode = RetryAfterHerd
+	return s
+}
+
+// Preset returns the scenario a mode runs by default: Default's fleet for
+// open, closed and collapse, RandomFailures for random, and the presets
+// above for the others; failRate picks RandomClosed's (0 means 5%).
+func Preset(mode Mode, failRate float64) (Scenario, error) {
+	var s Scenario
+	switch mode {
+	case Open, Closed, Collapse:
+		s = Default()
+		s.Mode = mode
+	case Random:
+		s = RandomFailures()
+	case RetryAfterHerd:
+		s = RetryAfterHerdPreset()
+	case Sequential:
+		s = SequentialPreset()
+	case Burst:
+		s = BurstPreset()
+	case RandomClosed:
+		if failRate == 0 {
+			failRate = DefaultFailRate
+		}
+		s = RandomClosedPreset(failRate)
+	case RetryAfterLong:
+		s = RetryAfterLongPreset()
+	default:
+		return Scenario{}, fmt.Errorf("storm: unknown mode %q", mode)
+	}
+	if failRate != 0 {
+		s.FailRate = failRate
+	}
+	return s, nil
+}
