@@ -75,6 +75,10 @@ func classifyError(err error) (bool, string) {
 		return true, "connection refused"
 	case errors.Is(err, syscall.ECONNRESET):
 		return true, "connection reset"
+	case errors.Is(err, syscall.EPIPE):
+		return true, "broken pipe" // a reset, seen by the request's writer
+	case errors.Is(err, net.ErrClosed):
+		return true, "connection closed while sending" // a reset, seen by the reader, which closed the connection under the writer
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return true, "connection timed out"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):

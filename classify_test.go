@@ -70,6 +70,8 @@ func TestClassifyError(t *testing.T) {
 		{"connection refused", dialErr(syscall.ECONNREFUSED), true, true},
 		{"connection reset on read", readErr(syscall.ECONNRESET), true, false},
 		{"ETIMEDOUT", readErr(syscall.ETIMEDOUT), true, false},
+		{"broken pipe while writing the body", &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}, true, false},
+		{"connection closed under the writer", &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}, true, false},
 		{"dial timeout", &net.OpError{Op: "dial", Err: timeoutErr{}}, true, true},
 		{"EOF", io.EOF, true, false},
 		{"wrapped unexpected EOF", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true, false},

@@ -925,3 +925,37 @@ func TestFaultStalledErrorBody(t *testing.T) {
 		relWaitConns(t, srv.ln, srv.client)
 	})
 }
+
+// TestFaultResetDuringUpload: a server that resets the connection while a
+// large request body is still being written. net/http reports the reset as
+// ECONNRESET, EPIPE or "use of closed network connection", depending on
+// which of its reader and writer sees it first; all three are retried, and
+// the upload arrives whole.
+func TestFaultResetDuringUpload(t *testing.T) {
+	relNoLeaks(t)
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
+	sum := sha256.Sum256(payload)
+	want := hex.EncodeToString(sum[:])
+	srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+		if n%3 != 0 {
+			io.CopyN(io.Discard, req.Body, 64<<10) // part of the body, then a reset
+			relReset(c)
+			return false
+		}
+		h := sha256.New()
+		io.Copy(h, req.Body)
+		return relOK(req, c, hex.EncodeToString(h.Sum(nil)))
+	})
+	tr, base := relClient()
+	tr.MaxBufferedBody = 8 << 20
+	reasons := relReasons(tr)
+	for range 10 {
+		resp, err := relDo(t, tr, "PUT", srv.url, io.NopCloser(bytes.NewReader(payload)))
+		relReadOK(t, resp, err, want)
+	}
+	if got := len(reasons()); got != 20 {
+		t.Errorf("%d retries for 10 uploads each reset twice: %q", got, reasons())
+	}
+	t.Logf("the resets as the client saw them: %q", reasons())
+	relWaitConns(t, srv.ln, base)
+}
