@@ -46,8 +46,7 @@ func (r *retrier) plan(resp *http.Response, err error, n int) (time.Duration, St
 	if hasFloor && floor <= t.maxRetryAfter() {
 		notBefore = now.Add(floor)
 	}
-	base, top := t.Policy.bounds()
-	r.m = r.st.failed(r.req.URL.Host, r.m, n == 1, exponential(n, base, top), now, notBefore)
+	r.m = r.st.failed(r.req.URL.Host, r.m, n == 1, now, notBefore)
 	if !t.mayReplay(r.req, r.body, err) {
 		return 0, StopNotReplayable
 	}
@@ -96,17 +95,17 @@ func (r *retrier) wait(own time.Duration, kept bool, n int) (waited, held time.D
 
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
-	var lim holdLimits
-	if d, ok := r.req.Context().Deadline(); ok {
-		lim.hard = d
+	lim := holdLimits{
+		failing: addCapped(due, r.t.Policy.meanRest(n, r.prev)),
+		up:      addCapped(due, retryHorizon(r.t.Policy)),
 	}
-	if r.t.MaxElapsed > 0 {
-		if e := r.start.Add(r.t.MaxElapsed); lim.hard.IsZero() || e.Before(lim.hard) {
-			lim.hard = e
-		}
+	hard, ok := r.req.Context().Deadline()
+	if e := r.start.Add(r.t.MaxElapsed); r.t.MaxElapsed > 0 && (!ok || e.Before(hard)) {
+		hard, ok = e, true
 	}
-	lim.span = addCapped(due, r.t.Policy.meanRest(n, r.prev))
-	lim.horizon = addCapped(due, retryHorizon(r.t.Policy))
+	if ok {
+		lim.failing, lim.up = earlierOf(lim.failing, hard), earlierOf(lim.up, hard)
+	}
 	return lim
 }
 
@@ -178,6 +177,14 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 
 // errLastNotKept is the cause given for a last response that was not kept.
 var errLastNotKept = errors.New("httpretry: the last response's body was too long to keep")
+
+// earlierOf returns the earlier of a and b.
+func earlierOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // addCapped returns t+d, d capped at a century so that t+d cannot overflow.
 func addCapped(t time.Time, d time.Duration) time.Time {

@@ -6,38 +6,35 @@ import (
 	"time"
 )
 
-// DefaultReleaseShare is the releases of held retries that each success of
-// a recovering host earns at most: a quarter, so that a fleet whose
-// clients each hold a share of a long outage's requests returns them
-// within its spare capacity (peak after the default storm's outage 1.1x of
-// capacity; 0.5 gave 1.3x).
+// DefaultReleaseShare is what each answer of a recovering host earns its
+// held retries: a quarter of a release, which returns a fleet's backlog
+// within the host's spare capacity (peak after the storm simulator's
+// outage 1.08x of capacity; 1.65x at a half).
 const DefaultReleaseShare = 0.25
 
-// StormControl bounds what the retries of many requests do to a server.
-// Its zero value is on, with the default numbers; NoBudget and NoHostGate
-// turn its parts off.
+// StormControl keeps the retries of many requests from making an outage
+// worse, and stays out of the way of a request that is alone on its host.
+// Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The host gate: a retry is held beyond its own backoff only on evidence,
-// when other requests to its host are failing with it and the host has not
-// answered since its own attempt failed; a request alone on its host waits
-// exactly its own backoff. Held retries wait in line, oldest request
-// first. While fresh requests keep coming they probe the host for the
-// line, and each success of the host, a released retry's included, earns
-// the line ReleaseShare of a release (halved by each failure, then grown
-// back by each success, as TCP's window is); when fresh requests stop
-// (none for four of their usual gaps), the oldest goes on its own backoff,
-// as a lone request would, and the next follows once it has an answer. A
-// Retry-After holds the line until its date. A held retry never waits past
-// its request's deadline or MaxElapsed, nor, while the host keeps failing,
-// past the end of its own backoff (the rest of its retries at their mean
-// waits); once the host answers, past its retry horizon (MaxRetries times
-// MaxDelay). Then it returns its last outcome with StopHostGate. A retry
-// whose last response has a body of more than 4 KiB, which could not be
-// returned then, is never held. State is kept only for hosts with
-// requests retrying: a request to any other host pays one atomic load.
+// The host gate holds a retry beyond its own backoff only on evidence:
+// another request to the same host is retrying too, and the host has
+// answered none of its last 16 attempts (or told the retry by Retry-After
+// to wait). Held retries wait in line, oldest request first. While fresh
+// requests keep coming they probe the host for the line, and each answer
+// of the host earns the line ReleaseShare of a release (halved by a
+// failure and grown back by answers, as TCP's window is); when fresh
+// requests stop, the oldest goes on its own backoff, and the next once it
+// has an answer. Nothing in line goes before a Retry-After's date. A held
+// retry never waits past its request's deadline or MaxElapsed, nor, while
+// the host keeps failing, past the end of its own backoff (its remaining
+// retries at their mean waits), nor, once the host answers, past
+// MaxRetries times MaxDelay: then it returns its last outcome with
+// StopHostGate. A retry whose last response has a body over 4 KiB, which
+// could not be returned then, is never held.
 //
-// The budget (see Budget) bounds the retries that end in failure, across
-// hosts.
+// The budget bounds the retries that end in failure, across hosts (see
+// Budget). State is kept only for hosts with requests retrying: a request
+// to any other host pays one atomic load.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
@@ -47,34 +44,30 @@ type StormControl struct {
 	// Budget is a budget to share with other Transports; nil means one of
 	// this Transport's own with the default numbers.
 	Budget *Budget
-	// ReleaseShare is the most releases of held retries that one success
-	// of the host earns. Zero, negative or NaN means DefaultReleaseShare.
+	// ReleaseShare is the releases of held retries one answer of the host
+	// earns at most. Zero, negative or NaN means DefaultReleaseShare.
 	// Raise it for servers known to have spare capacity.
 	ReleaseShare float64
 }
 
 // StormState is a snapshot of a Transport's storm control, for metrics.
 type StormState struct {
-	// BudgetTokens is the retries the budget allows now; zero when off.
-	BudgetTokens float64
-	// Hosts is the number of hosts with requests retrying.
-	Hosts int
-	// Retrying is the number of requests retrying across them.
-	Retrying int
-	// Held is how many of those are held by the host gate.
-	Held int
+	BudgetTokens float64 // retries the budget allows now; zero when off
+	Hosts        int     // hosts with requests retrying
+	Retrying     int     // requests retrying
+	Held         int     // of those, held by the host gate
 }
 
 // StormState returns a snapshot of the Transport's storm control. It is
 // safe to call concurrently with requests.
 func (t *Transport) StormState() StormState {
 	st := t.storm()
-	var out StormState
+	out := StormState{Retrying: int(st.retrying.Load()), Held: int(st.held.Load())}
 	if st.budget != nil {
 		out.BudgetTokens = st.budget.available(time.Now())
 	}
 	if st.hosts != nil {
-		out.Hosts, out.Retrying, out.Held = st.hosts.counts()
+		out.Hosts = int(st.hosts.active.Load())
 	}
 	return out
 }
@@ -82,9 +75,9 @@ func (t *Transport) StormState() StormState {
 // stormState is a Transport's storm control, built on first use so that
 // the zero Transport works, and reached through one atomic load.
 type stormState struct {
-	budget   *Budget  // nil when off
-	hosts    *hostSet // nil when off
-	retrying atomic.Int64
+	budget         *Budget  // nil when off
+	hosts          *hostSet // nil when off
+	retrying, held atomic.Int64
 }
 
 // storm returns the Transport's storm control, building it once.
@@ -92,14 +85,13 @@ func (t *Transport) storm() *stormState {
 	if st, ok := t.stormState.Load().(*stormState); ok {
 		return st
 	}
-	st := &stormState{}
-	if c := t.Storm; !c.NoBudget {
-		st.budget = c.Budget
-		if st.budget == nil {
+	c, st := t.Storm, &stormState{}
+	if !c.NoBudget {
+		if st.budget = c.Budget; st.budget == nil {
 			st.budget = &Budget{}
 		}
 	}
-	if c := t.Storm; !c.NoHostGate {
+	if !c.NoHostGate {
 		share := c.ReleaseShare
 		if !(share > 0) {
 			share = DefaultReleaseShare
@@ -112,15 +104,14 @@ func (t *Transport) storm() *stormState {
 	return t.stormState.Load().(*stormState)
 }
 
-// countRequest records a request sent.
+// countRequest records a request sent; answered, that host answered it
+// (m is nil when it never failed).
 func (st *stormState) countRequest() {
 	if st.budget != nil {
 		st.budget.countRequest()
 	}
 }
 
-// answered records that host answered a request (the outcome is final);
-// m is the request's membership, nil when it never failed.
 func (st *stormState) answered(host string, m *member, first bool) {
 	if st.hosts != nil {
 		st.hosts.answered(host, m, first)
@@ -129,25 +120,33 @@ func (st *stormState) answered(host string, m *member, first bool) {
 
 // failed records a retryable failure at now (see hostSet.failed) and
 // returns the request's membership, created on its first failure.
-func (st *stormState) failed(host string, m *member, first bool, step time.Duration, now, notBefore time.Time) *member {
+func (st *stormState) failed(host string, m *member, first bool, now, notBefore time.Time) *member {
 	if m == nil {
 		m = newMember()
 		st.retrying.Add(1)
 	}
 	if st.hosts != nil {
-		st.hosts.failed(host, m, first, step, now, notBefore)
+		st.hosts.failed(host, m, first, now, notBefore)
 	}
 	return m
 }
 
-// allows reports whether the budget lets m's request retry at now. A
-// request that is the only one retrying cannot make a storm.
+// allows reports whether the budget lets a retry be sent at now. A request
+// retrying alone on its Transport cannot make a storm.
 func (st *stormState) allows(now time.Time) bool {
 	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.allows(now)
 }
 
-// end records that m's request is over; answered reports that it ended in
-// an answer, which refunds its retries to the budget.
+// sent charges the budget for a retry of m's request sent at now.
+func (st *stormState) sent(m *member, now time.Time) {
+	if st.budget != nil {
+		st.budget.spend(now)
+		m.spent++
+	}
+}
+
+// end records that m's request is over; answered, that it ended in the
+// host's answer, which refunds its retries to the budget.
 func (st *stormState) end(m *member, answered bool) {
 	if m == nil {
 		return
@@ -161,46 +160,36 @@ func (st *stormState) end(m *member, answered bool) {
 	}
 }
 
-// holdLimits bound a held retry (see StormControl).
-type holdLimits struct {
-	hard    time.Time // the deadline or MaxElapsed; zero when neither
-	span    time.Time // while the host fails: the end of the request's own backoff
-	horizon time.Time // once the host answers
-}
+// holdLimits bound a hold (see StormControl): the deadline or MaxElapsed,
+// and the end of the request's own backoff while the host keeps failing,
+// or MaxRetries times MaxDelay once it answers.
+type holdLimits struct{ failing, up time.Time }
 
-// end is when a hold ends, given whether the host has answered.
-func (l holdLimits) end(answered bool) time.Time {
-	e := l.span
-	if answered {
-		e = l.horizon
-	}
-	if !l.hard.IsZero() && l.hard.Before(e) {
-		e = l.hard
-	}
-	return e
-}
-
-// hold is called once the retry of m's request has waited its own backoff.
-// It returns StopNone when the retry may be sent now, after a hold when
-// held; StopHostGate when the hold reached its limit (see holdLimits), and
-// StopCanceled when ctx was cancelled. kept reports that the last outcome
-// could be returned after a hold. A held retry costs a timer, not a
-// goroutine; it is woken by its timer or by a nudge.
+// hold is called once m's retry has waited its own backoff. It returns
+// StopNone when the retry may be sent now, after a hold when held;
+// StopHostGate when the hold reached its limit, and StopCanceled when ctx
+// was cancelled. kept reports that the last outcome could be returned
+// after a hold. A held retry costs a timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLimits) (held bool, stop StopReason) {
-	// A retry whose own backoff has no time left, such as a request's
-	// last, or any of a Policy without delays, could not be held at all.
-	if now := time.Now(); st.hosts == nil || !now.Before(lim.end(false)) || m.h.ask(m, now, kept) {
+	// A retry with none of its own backoff left, such as a request's last
+	// or any of a Policy without waits, cannot be held at all.
+	if now := time.Now(); st.hosts == nil || !now.Before(lim.failing) || !m.h.ask(m, now, kept) {
 		return false, StopNone
 	}
+	st.held.Add(1)
+	defer st.held.Add(-1)
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
 	for {
 		now := time.Now()
-		send, wake, answered := m.h.poll(m, now)
+		send, wake, up := m.h.poll(m, now)
 		if send {
 			return true, StopNone
 		}
-		end := lim.end(answered)
+		end := lim.failing
+		if up {
+			end = lim.up
+		}
 		if !now.Before(end) {
 			m.h.abandon(m, now)
 			return true, StopHostGate
@@ -219,13 +208,5 @@ func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLi
 		case <-m.wake:
 		case <-timer.C:
 		}
-	}
-}
-
-// sent charges the budget for a retry of m's request sent at now.
-func (st *stormState) sent(m *member, now time.Time) {
-	if st.budget != nil {
-		st.budget.spend(now)
-		m.spent++
 	}
 }
