@@ -97,7 +97,7 @@ func TestBodyOverLimitIsSentOnceAndNotRetried(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode, "known length %v", known)
 		assert.Equal(t, []string{string(payload)}, base.bodies, "sent once, complete and byte-identical")
-		assert.Equal(t, StopNotReplayable, stop)
+		assert.Equal(t, StopBodyTooLarge, stop)
 		assert.Equal(t, int32(1), body.closes.Load())
 		if known {
 			assert.True(t, base.reqs[0] == req, "a known-large body is streamed as the caller's request")

@@ -24,7 +24,8 @@ const (
 	// StopNotRetryable: the classifier said the outcome is final.
 	StopNotRetryable
 	// StopNotReplayable: the method is not idempotent and carries no
-	// idempotency key, or the body was too large to keep for a replay.
+	// idempotency key (set one, or RetryAllMethods if the server
+	// deduplicates requests itself).
 	StopNotReplayable
 	// StopExhausted: all 1+MaxRetries attempts were made.
 	StopExhausted
@@ -45,9 +46,14 @@ const (
 	StopInvalid
 	// StopBudget: the retry budget (Transport.Budget) had no retry left.
 	StopBudget
-	// StopHostGate: the host's gate held the retry, and it would not have
-	// reopened within the request's deadline or retry horizon.
+	// StopHostGate: storm control held the retry (see StormControl) until
+	// the limit of its hold: the deadline, MaxElapsed, or the end of its
+	// own backoff while the host kept failing.
 	StopHostGate
+	// StopBodyTooLarge: the request body was longer than MaxBufferedBody
+	// and had no GetBody, so it was sent once, streamed, and cannot be
+	// sent again (set Request.GetBody, or raise MaxBufferedBody).
+	StopBodyTooLarge
 )
 
 var stopNames = [...]string{
@@ -62,8 +68,13 @@ var stopNames = [...]string{
 	StopRewind:        "request body cannot be rewound",
 	StopInvalid:       "invalid request",
 	StopBudget:        "retry budget exhausted",
-	StopHostGate:      "host gate closed",
+	StopHostGate:      "held by storm control to the limit of its wait",
+	StopBodyTooLarge:  "body too large to replay: set GetBody or raise MaxBufferedBody",
 }
+
+// MarshalText returns String's phrase, so that encoding/json and log/slog's
+// JSON handler print "retries exhausted", not a number.
+func (r StopReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // String returns a short phrase such as "retries exhausted".
 func (r StopReason) String() string {

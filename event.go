@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"log/slog"
 	"net/http"
 	"time"
 )
@@ -44,4 +45,25 @@ func (e RetryEvent) Status() int {
 		return 0
 	}
 	return e.Response.StatusCode
+}
+
+// LogValue makes a RetryEvent log as a group: its attempt, status or
+// error, reason, wait (and held part, when held) and stop reason, so that
+// logger.Info("retry", "event", e) prints what happened.
+func (e RetryEvent) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.Int("attempt", e.Attempt)}
+	if e.Response != nil {
+		attrs = append(attrs, slog.Int("status", e.Response.StatusCode))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	attrs = append(attrs, slog.String("reason", e.Reason), slog.Duration("wait", e.Wait))
+	if e.Held > 0 {
+		attrs = append(attrs, slog.Duration("held", e.Held))
+	}
+	if e.Stop != StopNone {
+		attrs = append(attrs, slog.Any("stop", e.Stop))
+	}
+	return slog.GroupValue(attrs...)
 }

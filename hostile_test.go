@@ -538,8 +538,8 @@ func TestHostileRequests(t *testing.T) {
 		})}
 		resp, err := tr.RoundTrip(relNewRequest(t, context.Background(), "PUT", body))
 		var e *Error
-		if resp != nil || !errors.As(err, &e) || e.Reason != StopNotReplayable || !errors.Is(err, readErr) {
-			t.Fatalf("resp %v, err %v; want a not-replayable *Error wrapping the read error", resp, err)
+		if resp != nil || !errors.As(err, &e) || e.Reason != StopBodyTooLarge || !errors.Is(err, readErr) {
+			t.Fatalf("resp %v, err %v; want a body-too-large *Error wrapping the read error", resp, err)
 		}
 		if calls != 1 || len(sent) != 5000 || relCheckPattern(sent) != -1 {
 			t.Fatalf("calls %d, sent %d bytes (first bad byte %d); want 1 call with 5000 intact bytes", calls, len(sent), relCheckPattern(sent))

@@ -14,16 +14,16 @@ import (
 type retrier struct {
 	t     *Transport
 	req   *http.Request
-	body  *requestBody
 	st    *stormState
 	m     *member       // storm control's view of the request, from its first retryable failure
 	start time.Time     // when RoundTrip began; set only with MaxElapsed
 	prev  time.Duration // the previous own wait, for decorrelated jitter
 	ok    bool          // the request ends in the host's answer
+	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
 }
 
-func (t *Transport) newRetrier(req *http.Request, body *requestBody) retrier {
-	r := retrier{t: t, req: req, body: body, st: t.storm()}
+func (t *Transport) newRetrier(req *http.Request) retrier {
+	r := retrier{t: t, req: req, st: t.storm()}
 	if t.MaxElapsed > 0 {
 		r.start = time.Now()
 	}
@@ -34,8 +34,9 @@ func (t *Transport) newRetrier(req *http.Request, body *requestBody) retrier {
 // plan returns the own wait before retry n (its backoff, Retry-After
 // included) or why there is none. The outcome is known to be retryable;
 // storm control hears of it first, since even a failure that is not
-// retried tells that the host is failing.
-func (r *retrier) plan(resp *http.Response, err error, n int) (time.Duration, StopReason) {
+// retried tells that the host is failing. body is not kept in r, so that
+// it stays on RoundTrip's stack.
+func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
 	var floor time.Duration
 	hasFloor := false
@@ -47,13 +48,17 @@ func (r *retrier) plan(resp *http.Response, err error, n int) (time.Duration, St
 		notBefore = now.Add(floor)
 	}
 	r.m = r.st.failed(r.req.URL.Host, r.m, n == 1, now, notBefore)
-	if !t.mayReplay(r.req, r.body, err) {
-		return 0, StopNotReplayable
+	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
+		p := policyFor(r.req.Context(), t.Policy)
+		r.pol = &p
 	}
-	if n > t.Policy.retries() {
+	if stop := t.replayStop(r.req, body, err); stop != StopNone {
+		return 0, stop
+	}
+	if n > r.pol.retries() {
 		return 0, StopExhausted
 	}
-	wait := t.Policy.Delay(n, r.prev, t.random())
+	wait := r.pol.Delay(n, r.prev, t.random())
 	if hasFloor {
 		if floor > t.maxRetryAfter() {
 			return 0, StopRetryAfter
@@ -96,8 +101,8 @@ func (r *retrier) wait(own time.Duration, kept bool, n int) (waited, held time.D
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
 	lim := holdLimits{
-		failing: addCapped(due, r.t.Policy.meanRest(n, r.prev)),
-		up:      addCapped(due, retryHorizon(r.t.Policy)),
+		failing: addCapped(due, r.pol.meanRest(n, r.prev)),
+		up:      addCapped(due, retryHorizon(*r.pol)),
 	}
 	hard, ok := r.req.Context().Deadline()
 	if e := r.start.Add(r.t.MaxElapsed); r.t.MaxElapsed > 0 && (!ok || e.Before(hard)) {

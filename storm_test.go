@@ -542,12 +542,14 @@ func (b *okBase) RoundTrip(*http.Request) (*http.Response, error) { return &b.re
 // must cost no allocation and take no lock for it.
 func BenchmarkRoundTripSuccess(b *testing.B) {
 	cases := []struct {
-		name string
-		tr   *Transport
+		name    string
+		tr      *Transport
+		perCall bool // the request carries a Policy of its own (WithPolicy)
 	}{
-		{"bare", nil},
-		{"storm-on", &Transport{}},
-		{"storm-off", &Transport{Storm: stormOff}},
+		{"bare", nil, false},
+		{"storm-on", &Transport{}, false},
+		{"storm-off", &Transport{Storm: stormOff}, false},
+		{"per-call-policy", &Transport{}, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -558,6 +560,9 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 				rt = c.tr
 			}
 			req := httptest.NewRequest("GET", "http://x/", nil)
+			if c.perCall {
+				req = req.WithContext(WithPolicy(req.Context(), Policy{MaxRetries: 2}))
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := rt.RoundTrip(req); err != nil {

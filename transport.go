@@ -171,7 +171,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &Error{Reason: StopInvalid, Err: err}
 	}
-	r := t.newRetrier(req, &body)
+	r := t.newRetrier(req)
 	for n := 1; ; n++ {
 		// Clone: attempt n's own request and body.
 		a, err := t.newAttempt(req, &body, n)
@@ -194,7 +194,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return r.end(a.finish(resp, err, n, StopNotRetryable))
 		}
 		ev := RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
-		wait, stop := r.plan(resp, err, n)
+		wait, stop := r.plan(&body, resp, err, n)
 		if stop != StopNone {
 			t.giveUp(ev, stop)
 			return r.end(a.finish(resp, err, n, stop))
@@ -215,12 +215,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// mayReplay reports whether the request may be sent again after err.
-func (t *Transport) mayReplay(req *http.Request, body *requestBody, err error) bool {
-	if !body.replayable() {
-		return false // the body was streamed and is gone
+// replayStop says why the request may not be sent again after err, or
+// StopNone. A method that may not be replayed comes first: a shorter body
+// would not make it so.
+func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) StopReason {
+	switch {
+	case !replayable(req, t.RetryAllMethods) && (err == nil || !neverSent(err)):
+		return StopNotReplayable
+	case !body.replayable():
+		return StopBodyTooLarge // streamed once, and gone
 	}
-	return replayable(req, t.RetryAllMethods) || (err != nil && neverSent(err))
+	return StopNone
 }
 
 // classify applies the Classifier, or the default one.

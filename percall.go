@@ -1,0 +1,34 @@
+package httpretry
+
+import "context"
+
+// policyKey is the context key of a per-call Policy.
+type policyKey struct{}
+
+// WithPolicy returns a copy of ctx under which requests follow p instead
+// of their Transport's Policy: set it on a request's context, or on the
+// context an SDK passes down to its requests, to change the retries of
+// those calls only. p's zero fields and out-of-range values mean what they
+// mean in a Transport's Policy. The Transport looks the context up only
+// when an attempt has failed with a retryable outcome, so a request that
+// succeeds at once pays nothing for it.
+func WithPolicy(ctx context.Context, p Policy) context.Context {
+	return context.WithValue(ctx, policyKey{}, p)
+}
+
+// WithoutRetries returns a copy of ctx under which requests are sent once,
+// never retried: WithPolicy with MaxRetries NoRetries. The outcome of the
+// one attempt is returned as it came, with StopExhausted in OnGiveUp when
+// it was retryable.
+func WithoutRetries(ctx context.Context) context.Context {
+	return WithPolicy(ctx, Policy{MaxRetries: NoRetries})
+}
+
+// policyFor returns the Policy of a request with context ctx: its own when
+// it carries one, else the Transport's.
+func policyFor(ctx context.Context, def Policy) Policy {
+	if p, ok := ctx.Value(policyKey{}).(Policy); ok {
+		return p
+	}
+	return def
+}
