@@ -29,17 +29,17 @@ func TestRun(t *testing.T) {
 	for _, line := range []string{
 		// 1. The classifier retries a 500 on GET, not on DELETE, and a 409
 		// by its body, which reaches the caller whole when not retried.
-		"GET /report: attempt 1 failed (status 500 on GET), retry in 0s\n  GET /report -> 200 OK {\"rows\":12}\n",
+		"GET /report: attempt 1 failed (status 500 on GET), retried after 0s\n  GET /report -> 200 OK {\"rows\":12}\n",
 		"\n  DELETE /report -> 500 Internal Server Error {\"error\":\"internal\"}\n",
-		"PUT /doc/1: attempt 2 failed (lock timeout), retry in 0s\n  PUT /doc/1 -> 200 OK {\"version\":8}\n",
+		"PUT /doc/1: attempt 2 failed (lock timeout), retried after 0s\n  PUT /doc/1 -> 200 OK {\"version\":8}\n",
 		"\n  PUT /doc/2 -> 409 Conflict {\"error\":\"version_conflict\",\"current\":7}\n",
 		// 2. JitterNone is the plain exponential backoff, capped.
 		"JitterNone           100ms   200ms   400ms   800ms    1.6s      2s\n",
 		"GET /feed -> 200 OK",
 		// 3. The hung attempt is cut short and the retry answers.
-		"GET /quote: attempt 1 failed (attempt timeout), retry in 0s\n  GET /quote -> 200 OK {\"price\":42}\n",
+		"GET /quote: attempt 1 failed (attempt timeout), retried after 0s\n  GET /quote -> 200 OK {\"price\":42}\n",
 		// 4. The deadline stops retries after one wait, before it passes.
-		"GET /status: attempt 1 failed (status 503), retry in 100ms\n" +
+		"GET /status: attempt 1 failed (status 503), retried after 100ms\n" +
 			"  GET /status: attempt 2 failed (status 503), giving up: next wait ends after the deadline\n" +
 			"  GET /status -> 503 Service Unavailable {\"error\":\"down\"}\n" +
 			"  returned before the deadline: true\n",
@@ -53,7 +53,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// The equal-jitter client's waits lie in [d/2, d) for d = 4ms·2^(n-1).
-	waits := regexp.MustCompile(`GET /feed: attempt (\d) failed \(status 503\), retry in (\S+)`).FindAllStringSubmatch(out, -1)
+	waits := regexp.MustCompile(`GET /feed: attempt (\d) failed \(status 503\), retried after (\S+)`).FindAllStringSubmatch(out, -1)
 	if len(waits) != 3 {
 		t.Fatalf("%d retries of /feed, want 3", len(waits))
 	}

@@ -47,7 +47,7 @@ func run(w io.Writer) error {
 // withHooks sets OnRetry and OnGiveUp on t to print each retry and give-up.
 func withHooks(w io.Writer, t *httpretry.Transport) *httpretry.Transport {
 	t.OnRetry = func(e httpretry.RetryEvent) {
-		fmt.Fprintf(w, "  %s %s: attempt %d failed (%s), retry in %v\n", e.Request.Method, e.Request.URL.Path, e.Attempt, e.Reason, e.Wait.Round(time.Microsecond))
+		fmt.Fprintf(w, "  %s %s: attempt %d failed (%s), retried after %v\n", e.Request.Method, e.Request.URL.Path, e.Attempt, e.Reason, e.Wait.Round(time.Microsecond))
 	}
 	t.OnGiveUp = func(e httpretry.RetryEvent) {
 		fmt.Fprintf(w, "  %s %s: attempt %d failed (%s), giving up: %s\n", e.Request.Method, e.Request.URL.Path, e.Attempt, e.Reason, e.Stop)

@@ -36,7 +36,7 @@ type outcome struct {
 	log      bytes.Buffer
 	logger   *slog.Logger
 	attempts int
-	wait     time.Duration        // total of the waits OnRetry announced
+	wait     time.Duration        // total of the waits OnRetry reported
 	elapsed  time.Duration        // the whole logical request, as the caller saw it
 	final    string               // "200 OK" or "error: <reason>"
 	ok       bool                 // final is a 2xx response
@@ -61,7 +61,14 @@ func newTransport(policy httpretry.Policy) *httpretry.Transport {
 			o := outcomeOf(e.Request)
 			o.attempts = e.Attempt + 1
 			o.wait += e.Wait
-			o.logger.Info("retry", eventAttrs(e, slog.Duration("wait", e.Wait.Round(time.Millisecond)))...)
+			// OnRetry comes after the wait, just before the retry is sent:
+			// the wait is what it took, its held part what storm control
+			// added to the request's own backoff (see StormControl).
+			attrs := eventAttrs(e, slog.Duration("wait", e.Wait.Round(time.Millisecond)))
+			if e.Held > 0 {
+				attrs = append(attrs, slog.Duration("held", e.Held.Round(time.Millisecond)))
+			}
+			o.logger.Info("retry", attrs...)
 		},
 		OnGiveUp: func(e httpretry.RetryEvent) {
 			o := outcomeOf(e.Request)

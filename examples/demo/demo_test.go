@@ -15,15 +15,15 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // row is one line of a summary table.
-type row struct{ attempts, wait, final, stop string }
+type row struct{ attempts, wait, elapsed, final, stop string }
 
 // want is what every run of the demo must report, per request: with
 // retries, then without.
 var want = map[string][2]row{
-	"GET /catalog":                   {{"4", "", "200 OK", "-"}, {"1", "0s", "503 Service Unavailable", "retries exhausted"}},
-	"PUT /carts/7":                   {{"3", "", "200 OK", "-"}, {"1", "0s", "error: connection closed before a response", "retries exhausted"}},
-	"POST /orders (Idempotency-Key)": {{"3", "", "201 Created", "-"}, {"1", "0s", "503 Service Unavailable", "retries exhausted"}},
-	"POST /payments (no key)":        {{"1", "0s", "error: connection closed before a response", "not replayable"}, {"1", "0s", "error: connection closed before a response", "not replayable"}},
+	"GET /catalog":                   {{"4", "", "", "200 OK", "-"}, {"1", "0s", "", "503 Service Unavailable", "retries exhausted"}},
+	"PUT /carts/7":                   {{"3", "", "", "200 OK", "-"}, {"1", "0s", "", "error: connection closed before a response", "retries exhausted"}},
+	"POST /orders (Idempotency-Key)": {{"3", "", "", "201 Created", "-"}, {"1", "0s", "", "503 Service Unavailable", "retries exhausted"}},
+	"POST /payments (no key)":        {{"1", "0s", "", "error: connection closed before a response", "not replayable"}, {"1", "0s", "", "error: connection closed before a response", "not replayable"}},
 }
 
 func TestDemo(t *testing.T) {
@@ -70,6 +70,15 @@ func TestDemoRealWaits(t *testing.T) {
 			t.Errorf("%s waited %q in total, want at least the 1s Retry-After", name, rows[name].wait)
 		}
 	}
+	// The waits add up: what OnRetry reported is the elapsed time but for
+	// the attempts themselves, a few milliseconds on loopback.
+	for name, r := range rows {
+		wait, err1 := time.ParseDuration(r.wait)
+		elapsed, err2 := time.ParseDuration(r.elapsed)
+		if err1 != nil || err2 != nil || elapsed < wait || elapsed-wait > 200*time.Millisecond {
+			t.Errorf("%s: total wait %s, elapsed %s; want them within the attempts' own time", name, r.wait, r.elapsed)
+		}
+	}
 }
 
 func runDemo(t *testing.T, cfg config) string {
@@ -102,7 +111,7 @@ func checkTable(t *testing.T, section string, i int) map[string]row {
 	for _, line := range strings.Split(section, "\n") {
 		f := columns.Split(strings.TrimSpace(line), -1)
 		if _, known := want[f[0]]; known && len(f) == 6 {
-			got[f[0]] = row{f[1], f[2], f[4], f[5]} // f[3], the elapsed time, varies
+			got[f[0]] = row{f[1], f[2], f[3], f[4], f[5]}
 		}
 	}
 	for name, w := range want {
@@ -114,6 +123,7 @@ func checkTable(t *testing.T, section string, i int) map[string]row {
 		if w[i].wait == "" {
 			g.wait = ""
 		}
+		g.elapsed = "" // varies
 		if g != w[i] {
 			t.Errorf("section %d, %s: got %+v, want %+v", i, name, g, w[i])
 		}

@@ -38,7 +38,7 @@ func run(w io.Writer, policy httpretry.Policy) error {
 			Base:   base,
 			Policy: policy,
 			OnRetry: func(e httpretry.RetryEvent) {
-				fmt.Fprintf(w, "  retry: %s %s attempt %d failed (%s), next in %v\n",
+				fmt.Fprintf(w, "  retry: %s %s attempt %d failed (%s), retried after %v\n",
 					e.Request.Method, e.Request.URL.Path, e.Attempt, e.Reason, e.Wait.Round(1e6))
 			},
 			OnGiveUp: func(e httpretry.RetryEvent) {
