@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -145,7 +147,7 @@ func ExampleTransport_onRetry() {
 	client := &http.Client{Transport: &httpretry.Transport{
 		Policy: httpretry.Policy{BaseDelay: -1},
 		OnRetry: func(e httpretry.RetryEvent) {
-			fmt.Printf("attempt %d of %s failed (%s), next in %v\n", e.Attempt, e.Request.URL.Path, e.Reason, e.Wait)
+			fmt.Printf("attempt %d of %s failed (%s), retried after %v\n", e.Attempt, e.Request.URL.Path, e.Reason, e.Wait)
 		},
 	}}
 	resp, err := client.Get(srv.URL + "/report")
@@ -156,8 +158,8 @@ func ExampleTransport_onRetry() {
 	resp.Body.Close()
 	fmt.Println(resp.Status)
 	// Output:
-	// attempt 1 of /report failed (status 503), next in 0s
-	// attempt 2 of /report failed (status 503), next in 0s
+	// attempt 1 of /report failed (status 503), retried after 0s
+	// attempt 2 of /report failed (status 503), retried after 0s
 	// 200 OK
 }
 
@@ -266,4 +268,62 @@ func ExampleError() {
 	// 3 attempts, retries exhausted
 	// connection refused: true
 	// httpretry: giving up after 3 attempts: retries exhausted
+}
+
+// Delay shows the waits a Policy gives: here its largest, with u just
+// under 1, for a request's five retries.
+func ExamplePolicy_Delay() {
+	p := httpretry.Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
+	for n := 1; n <= 5; n++ {
+		fmt.Println(n, p.Delay(n, 0, 0.999).Round(time.Millisecond))
+	}
+	// Output:
+	// 1 100ms
+	// 2 200ms
+	// 3 400ms
+	// 4 799ms
+	// 5 999ms
+}
+
+// WithoutRetries turns retries off for one call, here through an
+// http.Client; an SDK that passes its caller's context down works the same.
+func ExampleWithoutRetries() {
+	srv, hits := failFirst(1)
+	defer srv.Close()
+	client := &http.Client{Transport: &httpretry.Transport{}}
+
+	req, _ := http.NewRequestWithContext(httpretry.WithoutRetries(context.Background()), "GET", srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "after", hits.Load(), "attempt")
+	// Output: 503 Service Unavailable after 1 attempt
+}
+
+// A RetryEvent logs as a group with log/slog, and its StopReason as a
+// phrase.
+func ExampleRetryEvent_LogValue() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{} // for a stable output
+		}
+		return a
+	}}))
+	tr := &httpretry.Transport{
+		Policy:   httpretry.Policy{MaxRetries: 1, BaseDelay: -1},
+		OnRetry:  func(e httpretry.RetryEvent) { logger.Info("retry", "event", e) },
+		OnGiveUp: func(e httpretry.RetryEvent) { logger.Info("give up", "event", e) },
+	}
+	srv, _ := failFirst(5)
+	defer srv.Close()
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err == nil {
+		resp.Body.Close()
+	}
+	// Output:
+	// {"level":"INFO","msg":"retry","event":{"attempt":1,"status":503,"reason":"status 503","wait":0}}
+	// {"level":"INFO","msg":"give up","event":{"attempt":2,"status":503,"reason":"status 503","wait":0,"stop":"retries exhausted"}}
 }

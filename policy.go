@@ -85,7 +85,9 @@ func (p Policy) bounds() (base, limit time.Duration) {
 // previous wait and a random value u in [0, 1). It is a pure function: the
 // same arguments give the same result, and for every n, prev and u the result
 // lies in [0, MaxDelay]. A u outside [0, 1) is clamped into it; n below 1
-// counts as 1.
+// counts as 1. It is exported so that a caller can print or test the waits
+// a Policy gives, and use the same backoff for work that is not HTTP; the
+// Transport adds Retry-After and storm control to it.
 func (p Policy) Delay(n int, prev time.Duration, u float64) time.Duration {
 	base, limit := p.bounds()
 	u = clampUnit(u)

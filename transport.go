@@ -37,11 +37,13 @@ const DefaultMaxRetryAfter = time.Minute
 //     body of up to MaxBufferedBody bytes is read once into an immutable
 //     buffer and each attempt reads its own reader over it (its clone also
 //     gets a GetBody, so Base can replay it too). A larger body is sent once,
-//     complete and unchanged, and that request is not retried.
-//  6. Between attempts it waits per Policy. A wait that would end after the
-//     context's deadline (or after MaxElapsed) is not started: the last
-//     response or error returns at once. Cancelling the context ends a wait
-//     at once with an *Error wrapping the context's error.
+//     complete and unchanged, and that request is not retried
+//     (StopBodyTooLarge).
+//  6. Between attempts it waits per Policy, or the request's own (see
+//     WithPolicy). A wait that would end at or after the context's deadline
+//     (or MaxElapsed) is not started: the last response or error returns
+//     at once. Cancelling the context ends a wait at once with an *Error
+//     wrapping the context's error.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
