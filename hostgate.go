@@ -16,15 +16,19 @@ const (
 	// a flaky host keep their own backoff (closed-loop workers at 60%:
 	// 4,942 requests in 15 s, as with storm control off; 4,093 at 8).
 	downAfter = 16
-	// flowGaps: fresh requests have stopped once none came for this many
-	// of their usual gaps, which random arrivals exceed one time in 3,000
-	// (peak after a Retry-After herd 1.35x of capacity; 2.0x at 4 gaps).
-	flowGaps = 8
+	// flowGaps and flowFloor: fresh requests have stopped once none came
+	// for this many of their usual gaps, which random arrivals exceed one
+	// time in 3,000 (peak after a Retry-After herd 1.35x of capacity; 2.0x
+	// at 4 gaps), and for at least flowFloor, longer than the pauses a
+	// busy machine's scheduler makes in a fast stream (one client sending
+	// 700 requests/s: peak after the outage 1.54x without the floor).
+	flowGaps  = 8
+	flowFloor = 100 * time.Millisecond
 	// gapWeight: the usual gap is a moving average over about this many.
 	gapWeight = 8
 	// shareStep: a failure halves the share, never below this part of
 	// ReleaseShare, and each answer grows it back by as much (with 12%
-	// spare capacity, peak after an outage 2.2x of capacity; 3.1x with a
+	// spare capacity, peak after an outage 2.6x of capacity; 3.4x with a
 	// fixed share).
 	shareStep = 1.0 / 8
 )
@@ -53,6 +57,7 @@ type host struct {
 	credit    float64       // releases earned, not yet used
 	cut       bool          // a release happened since share was last halved
 	notBefore time.Time     // Retry-After: nothing held goes earlier
+	nextProbe time.Time     // fresh requests stopped: the oldest goes no earlier
 }
 
 // member is one retrying request of a host.
@@ -60,6 +65,7 @@ type member struct {
 	h                 *host
 	toldWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
+	probe             bool          // went on its own into a host that is down: the budget is asked again
 	wake              chan struct{} // nudged when it should look at the host again
 	spent             int           // retries charged to the budget
 }
@@ -149,7 +155,7 @@ func (h *host) noteFresh(now time.Time) {
 }
 
 // flowEnd is when fresh requests will count as stopped. h.mu is held.
-func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
+func (h *host) flowEnd() time.Time { return h.lastFresh.Add(max(flowGaps*h.gap, flowFloor)) }
 
 // release lets the oldest held retries go, one per unit of credit; credit
 // is not saved up while nobody waits. h.mu is held.
@@ -171,6 +177,7 @@ func (h *host) release(now time.Time) {
 func (h *host) ask(m *member, now time.Time, kept bool) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	m.probe = false
 	if len(h.members) == 1 || !kept || h.silent < downAfter && !m.toldWait {
 		return false // alone, or the host answers: its own backoff, exactly
 	}
@@ -196,7 +203,7 @@ func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	h.release(now)
 	switch {
 	case m.released:
-		m.released = false
+		m.released, m.probe = false, false
 		return true, time.Time{}
 	case m != h.members[0]:
 		return false, time.Time{}
@@ -204,8 +211,11 @@ func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 		return false, h.notBefore
 	case h.gaps > 0 && now.Before(h.flowEnd()):
 		return false, h.flowEnd() // fresh requests keep coming: they probe for the line
+	case now.Before(h.nextProbe):
+		return false, h.nextProbe
 	}
-	m.waiting = false
+	m.waiting, m.probe = false, h.silent >= downAfter
+	h.nextProbe = now.Add(h.gap) // the line takes the fresh requests' place, at their pace
 	return true, time.Time{}
 }
 

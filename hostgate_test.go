@@ -67,19 +67,35 @@ func TestGateOldestProbesOnlyWhenFreshRequestsStop(t *testing.T) {
 	if !h.ask(ms[0], at(5), true) {
 		t.Error("the oldest probed while fresh requests were still coming (5 ms after the last)")
 	}
+	stopped := at(2).Add(flowFloor) // eight gaps of 1 ms are shorter than the floor
 	send, wake, _ := h.poll(ms[0], at(5))
-	if send || !wake.Equal(at(2+flowGaps)) {
-		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), at(2+flowGaps).Sub(t0))
+	if send || !wake.Equal(stopped) {
+		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), stopped.Sub(t0))
 	}
-	if send, _, _ := h.poll(ms[1], at(100)); send {
+	// A new first attempt comes: the wait starts again from it, eight of
+	// the usual gaps, now 1, 1 and 48 ms on average.
+	s.failed("h", newMember(), true, at(50), time.Time{})
+	stopped = at(50).Add(flowGaps * h.gap)
+	if send, wake, _ := h.poll(ms[0], at(60)); send || !wake.Equal(stopped) {
+		t.Errorf("after a new first attempt: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), stopped.Sub(t0))
+	}
+	if send, _, _ := h.poll(ms[1], stopped); send {
 		t.Error("a retry that is not the oldest probed")
 	}
-	if send, _, _ := h.poll(ms[0], at(2+flowGaps)); !send {
+	if send, _, _ := h.poll(ms[0], stopped); !send {
 		t.Error("the oldest did not probe once fresh requests stopped")
 	}
-	s.failed("h", newMember(), true, at(200), time.Time{})
-	if !h.ask(ms[0], at(201), true) {
-		t.Error("the oldest probed right after a new first attempt came")
+	// It answered: the next oldest takes the fresh requests' place, at
+	// their pace: a usual gap after the last.
+	h.answered(stopped, false, s.share)
+	s.leave(ms[0])
+	ms[1].toldWait = true // held although the host answers, as by a Retry-After
+	next := stopped.Add(h.gap)
+	if send, wake, _ := h.poll(ms[1], stopped); send || !wake.Equal(next) {
+		t.Errorf("the next oldest: send %v, wake %v; want it a usual gap (%v) after the last", send, wake.Sub(t0), h.gap)
+	}
+	if send, _, _ := h.poll(ms[1], next); !send {
+		t.Error("the next oldest did not go a usual gap after the last")
 	}
 }
 

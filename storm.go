@@ -167,14 +167,20 @@ type holdLimits struct{ failing, up time.Time }
 
 // hold is called once m's retry has waited its own backoff. It returns
 // StopNone when the retry may be sent now, after a hold when held;
-// StopHostGate when the hold reached its limit, and StopCanceled when ctx
-// was cancelled. kept reports that the last outcome could be returned
-// after a hold. A held retry costs a timer, not a goroutine.
+// StopHostGate when the hold reached its limit; StopBudget when the retry
+// would probe a host that is down and the budget has no token left, and
+// StopCanceled when ctx was cancelled. kept reports that the last outcome
+// could be returned after a hold. A held retry costs a timer, not a
+// goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLimits) (held bool, stop StopReason) {
 	// A retry with none of its own backoff left, such as a request's last
 	// or any of a Policy without waits, cannot be held at all.
-	if now := time.Now(); st.hosts == nil || !now.Before(lim.failing) || !m.h.ask(m, now, kept) {
+	now := time.Now()
+	if st.hosts == nil || !now.Before(lim.failing) {
 		return false, StopNone
+	}
+	if !m.h.ask(m, now, kept) {
+		return false, st.probing(m, now)
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
@@ -184,7 +190,7 @@ func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLi
 		now := time.Now()
 		send, wake, up := m.h.poll(m, now)
 		if send {
-			return true, StopNone
+			return true, st.probing(m, now)
 		}
 		end := lim.failing
 		if up {
@@ -209,4 +215,15 @@ func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLi
 		case <-timer.C:
 		}
 	}
+}
+
+// probing asks the budget again about a retry that goes on its own, as the
+// line's probe, into a host that is down: the token it was cleared with,
+// before its wait, may have been spent by the probes before it. A retry
+// released to a host that answers again is not asked.
+func (st *stormState) probing(m *member, now time.Time) StopReason {
+	if m.probe && !st.allows(now) {
+		return StopBudget
+	}
+	return StopNone
 }

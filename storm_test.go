@@ -572,3 +572,75 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 		})
 	}
 }
+
+// TestBudgetNeverRefusesAReleasedRetry: the budget is asked about a retry
+// before its wait, so a retry that storm control held is let through once
+// the host is back even when the budget has run dry meanwhile (here spent
+// by another Transport sharing it).
+func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := &Budget{Burst: 5, Ratio: -1, Reserve: -1}
+		up := time.Now().Add(time.Second)
+		var held, refused, refusedHeld atomic.Int32
+		var wasHeld sync.Map // requests held, then let through
+		var mu sync.Mutex
+		least := 1.0
+		var tr *Transport
+		tr = &Transport{
+			Random: seeded(9),
+			Storm:  StormControl{Budget: budget},
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				if time.Now().Before(up) {
+					return response(503, ""), nil
+				}
+				return response(200, ""), nil
+			}),
+			OnRetry: func(e RetryEvent) {
+				if e.Held > 0 {
+					held.Add(1)
+					wasHeld.Store(e.Request, true)
+					mu.Lock()
+					least = min(least, tr.StormState().BudgetTokens+1) // before this retry spent its token
+					mu.Unlock()
+				}
+			},
+			OnGiveUp: func(e RetryEvent) {
+				if e.Stop == StopBudget {
+					refused.Add(1)
+					if _, ok := wasHeld.Load(e.Request); ok || e.Held > 0 {
+						refusedHeld.Add(1)
+					}
+				}
+			},
+		}
+		var wg sync.WaitGroup
+		var ok atomic.Int32
+		for i := range 150 { // fresh requests every 10 ms: they probe the host for the line
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://blip/", nil))
+				if err == nil {
+					if resp.StatusCode == 200 {
+						ok.Add(1)
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+		// Another Transport on the same budget drains it meanwhile.
+		time.Sleep(600 * time.Millisecond)
+		other := &Transport{Storm: StormControl{Budget: budget}, Policy: Policy{MaxRetries: 20, BaseDelay: -1},
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+		resp, err := other.RoundTrip(httptest.NewRequest("GET", "http://elsewhere/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		wg.Wait()
+		// The requests that failed once the budget was dry are refused
+		// before they wait; every one held before is let through.
+		if held.Load() < 50 || least >= 1 || refusedHeld.Load() > 0 || ok.Load()+refused.Load() != 150 {
+			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget, %d of them after a hold; %d of 150 succeeded", held.Load(), least, refused.Load(), refusedHeld.Load(), ok.Load())
+		}
+	})
+}
