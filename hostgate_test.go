@@ -67,7 +67,7 @@ func TestGateOldestProbesOnlyWhenFreshRequestsStop(t *testing.T) {
 	if !h.ask(ms[0], at(5), true) {
 		t.Error("the oldest probed while fresh requests were still coming (5 ms after the last)")
 	}
-	stopped := at(2).Add(flowFloor) // eight gaps of 1 ms are shorter than the floor
+	stopped := at(2 + flowGaps) // eight gaps of 1 ms after the last
 	send, wake, _ := h.poll(ms[0], at(5))
 	if send || !wake.Equal(stopped) {
 		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), stopped.Sub(t0))
