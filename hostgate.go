@@ -151,6 +151,13 @@ func (h *host) noteFresh(now time.Time) {
 	h.lastFresh = now
 }
 
+// usualGap returns the usual time between fresh requests.
+func (h *host) usualGap() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gap
+}
+
 // flowEnd is when fresh requests will count as stopped. h.mu is held.
 func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
 

@@ -172,20 +172,32 @@ func retryHorizon(p Policy) time.Duration {
 	return n * limit
 }
 
-// meanRest is how long the waits after retry n take on average: the rest
-// of a request's own backoff, prev being the wait before retry n.
-func (p Policy) meanRest(n int, prev time.Duration) time.Duration {
+// rest draws the waits after retry n, as the request's own backoff would
+// wait them, prev being the wait before retry n; u gives the random values
+// (0.5 gives their mean). It returns zero when there are none.
+func (p Policy) rest(n int, prev time.Duration, u func() float64) time.Duration {
 	var sum time.Duration
 	for k := n + 1; k <= p.retries(); k++ {
-		d := p.Delay(k, prev, 0.5)
-		if k-n >= 64 || sum > maxDuration-d { // the steps are at the cap by now
-			rest := time.Duration(p.retries() - k + 1)
-			if d > 0 && rest > (maxDuration-sum)/d {
+		if k-n > 64 { // the steps are at the cap by now: the rest at its mean
+			d := p.Delay(k, prev, 0.5)
+			if left := time.Duration(p.retries() - k + 1); d > 0 && left > (maxDuration-sum)/d {
 				return maxDuration
+			} else {
+				return sum + left*d
 			}
-			return sum + rest*d
+		}
+		d := p.Delay(k, prev, u())
+		if sum > maxDuration-d {
+			return maxDuration
 		}
 		sum, prev = sum+d, d
 	}
 	return sum
+}
+
+// waitsAfter reports whether retry n leaves any wait to the request's own
+// backoff.
+func (p Policy) waitsAfter(n int) bool {
+	base, _ := p.bounds()
+	return n < p.retries() && base > 0
 }

@@ -26,11 +26,11 @@ const DefaultReleaseShare = 0.25
 // requests stop, the oldest goes on its own backoff, and the next once it
 // has an answer. Nothing in line goes before a Retry-After's date. A held
 // retry never waits past its request's deadline or MaxElapsed, nor, while
-// the host keeps failing, past the end of its own backoff (its remaining
-// retries at their mean waits), nor, once the host answers, past
-// MaxRetries times MaxDelay: then it returns its last outcome with
-// StopHostGate. A retry whose last response has a body over 4 KiB, which
-// could not be returned then, is never held.
+// the host keeps failing, past the time its own backoff would have given
+// up (its remaining waits drawn as they would be, at least their mean),
+// nor, once the host answers, past MaxRetries times MaxDelay: then it
+// returns its last outcome with StopHostGate. A retry whose last response
+// has a body over 4 KiB, which could not be returned then, is never held.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -160,10 +160,24 @@ func (st *stormState) end(m *member, answered bool) {
 	}
 }
 
-// holdLimits bound a hold (see StormControl): the deadline or MaxElapsed,
-// and the end of the request's own backoff while the host keeps failing,
-// or MaxRetries times MaxDelay once it answers.
-type holdLimits struct{ failing, up time.Time }
+// holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
+// (hard; zero when neither), MaxRetries times MaxDelay once the host
+// answers (up) and, while it keeps failing, the rest of the request's own
+// backoff, drawn as it would be waited when the hold begins (rest; nil
+// when none is left, so that the retry cannot be held): in a long outage a
+// held request gives up when it would have without storm control.
+type holdLimits struct {
+	hard, up time.Time
+	rest     func() time.Duration
+}
+
+// capped returns t, or the hard limit when that comes first.
+func (l holdLimits) capped(t time.Time) time.Time {
+	if !l.hard.IsZero() && l.hard.Before(t) {
+		return l.hard
+	}
+	return t
+}
 
 // hold is called once m's retry has waited its own backoff. It returns
 // StopNone when the retry may be sent now, after a hold when held;
@@ -176,25 +190,29 @@ func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLi
 	// A retry with none of its own backoff left, such as a request's last
 	// or any of a Policy without waits, cannot be held at all.
 	now := time.Now()
-	if st.hosts == nil || !now.Before(lim.failing) {
+	if st.hosts == nil || lim.rest == nil {
 		return false, StopNone
 	}
 	if !m.h.ask(m, now, kept) {
 		return false, st.probing(m, now)
 	}
+	// While the host keeps failing, a held retry gives up when its own
+	// backoff would have run out, and one usual gap between fresh requests
+	// later, so that the first answer of a host back just then reaches it.
+	failing, up := lim.capped(now.Add(lim.rest()+m.h.usualGap())), lim.capped(lim.up)
 	st.held.Add(1)
 	defer st.held.Add(-1)
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
 	for {
 		now := time.Now()
-		send, wake, up := m.h.poll(m, now)
+		send, wake, answers := m.h.poll(m, now)
 		if send {
 			return true, st.probing(m, now)
 		}
-		end := lim.failing
-		if up {
-			end = lim.up
+		end := failing
+		if answers {
+			end = up
 		}
 		if !now.Before(end) {
 			m.h.abandon(m, now)
