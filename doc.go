@@ -8,12 +8,17 @@
 // modified and its body is closed exactly once; only idempotent requests (or
 // ones with an Idempotency-Key, or ones that provably never left) are
 // retried; the last response is returned as a response, a 503 included, and
-// every discarded response is drained so its connection is reused.
+// every discarded response is drained so its connection is reused. Storm
+// control (see StormControl) keeps the retries of many requests failing at
+// once from overloading their host, and leaves a request alone on its host
+// to its own backoff.
 //
 // Use it as an http.Client's Transport:
 //
 //	client := &http.Client{Transport: &httpretry.Transport{}}
 //	resp, err := client.Get("https://example.com/")
 //
-// or wrap any other transport with Base, such as a tracing one.
+// or wrap any other transport with Base, such as a tracing one. WithPolicy
+// and WithoutRetries change the retries of the requests made with a given
+// context, and OnRetry and OnGiveUp report every failed attempt.
 package httpretry
