@@ -113,8 +113,10 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		// never shorter than their mean, so that a hold does not end before
 		// a short blip does (200 requests after a 1 s blip: 100% rescued;
 		// 98% with the draw alone).
+		// The closure takes copies, not r: r must stay on RoundTrip's stack.
+		pol, prev, random := *r.pol, r.prev, r.t.random
 		lim.rest = func() time.Duration {
-			return max(r.pol.rest(n, r.prev, r.t.random), r.pol.rest(n, r.prev, func() float64 { return 0.5 }))
+			return max(pol.rest(n, prev, random), pol.rest(n, prev, func() float64 { return 0.5 }))
 		}
 	}
 	return lim
