@@ -14,18 +14,18 @@ const (
 	// attempts in a row (its state, created by a failure, starts down).
 	// Random failures of 60% reach it one time in 3,500, so the clients of
 	// a flaky host keep their own backoff (closed-loop workers at 60%:
-	// 4,942 requests in 15 s, as with storm control off; 4,093 at 8).
+	// 4,942 requests in 15 s, as with storm control off; 3,697 at 8).
 	downAfter = 16
 	// flowGaps: fresh requests have stopped once none came for this many
 	// of their usual gaps, which random arrivals exceed one time in 3,000
-	// (load in the default storm's outage 1.42x, 1.49x at 4 gaps; peak
+	// (load in the default storm's outage 1.41x, 1.49x at 4 gaps; peak
 	// after a Retry-After herd 1.06x of capacity, 1.15x at 4).
 	flowGaps = 8
 	// gapWeight: the usual gap is a moving average over about this many.
 	gapWeight = 8
 	// shareStep: a failure halves the share, never below this part of
 	// ReleaseShare, and each answer grows it back by as much (with 12%
-	// spare capacity, peak after an outage 2.6x of capacity; 3.4x with a
+	// spare capacity, peak after an outage 2.7x of capacity; 3.4x with a
 	// fixed share).
 	shareStep = 1.0 / 8
 )

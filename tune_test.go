@@ -59,3 +59,29 @@ func TestTuneFleet(t *testing.T) {
 		t.Logf("%s:\n%s", name, fleetTable(rows))
 	}
 }
+
+// TestTuneReleaseShare prints the ReleaseShare sweep of
+// docs/storm-control.md; set HTTPRETRY_TUNE=1 to run it.
+func TestTuneReleaseShare(t *testing.T) {
+	if os.Getenv("HTTPRETRY_TUNE") == "" {
+		t.Skip("set HTTPRETRY_TUNE=1")
+	}
+	for _, share := range []float64{0.1, 0.25, 0.5, 1} {
+		for _, name := range []string{"default", "shared", "retryafter", "steady"} {
+			sc := defaultFleet()
+			switch name {
+			case "shared":
+				sc.clients = 1
+			case "retryafter":
+				sc.retryAfter = true
+			case "steady":
+				sc.clients, sc.rate, sc.capacity = 1, 20, 0
+			}
+			var m fleetMetrics
+			synctest.Test(t, func(t *testing.T) {
+				m = runFleet(sc, transportWith(sc.policy, StormControl{ReleaseShare: share}, 1)).metrics()
+			})
+			t.Logf("share %.2f %-10s %v", share, name, m)
+		}
+	}
+}
