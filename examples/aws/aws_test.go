@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/httpretry/httpretry"
 	"go.uber.org/goleak"
 )
 
@@ -85,9 +86,9 @@ func checkAttempts(t *testing.T, s *summary) {
 	}{
 		{name: opCreate, atProxy: 2, atS3: 1},
 		{name: opPutSmall, atProxy: 2, atS3: 2},
-		{name: opPutLarge, atProxy: 1, atS3: 0, stop: "not replayable", wantErr: true},
+		{name: opPutLarge, atProxy: 1, atS3: 0, stop: httpretry.StopBodyTooLarge.String(), wantErr: true},
 		{name: opPutLargeBig, atProxy: 3, atS3: 1},
-		{name: opPutLargeSDK, atProxy: 2, atS3: 1, stop: "not replayable"},
+		{name: opPutLargeSDK, atProxy: 2, atS3: 1, stop: httpretry.StopBodyTooLarge.String()},
 		{name: opGetSmall, atProxy: 2, atS3: 1},
 		{name: opGetMedium, atProxy: 2, atS3: 1},
 		{name: opGetLarge, atProxy: 3, atS3: 2, attemptsMayBeFewer: true},
@@ -269,7 +270,7 @@ func checkReport(t *testing.T, out string) {
 		"(honoured)",
 		"DeleteObjects reached the proxy once and ran once at S3",
 		"small and medium gone: true",
-		"sent once (1 attempt, not replayable)",
+		"sent once (1 attempt, body too large to replay: set GetBody or raise MaxBufferedBody)",
 		"With MaxBufferedBody 4 MiB: ok after 3 attempts.",
 		"that call: ok after 2 requests (attempt=1, attempt=2)",
 		"GetBody: the SDK set it on 0 of the",
