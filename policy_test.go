@@ -112,3 +112,27 @@ func TestScaleNearMaxInt64(t *testing.T) {
 	assert.Equal(t, 105*time.Second, spreadUp(100*time.Second, 0.5))
 	assert.Equal(t, 100*time.Second, spreadUp(100*time.Second, -3), "u clamped to 0")
 }
+
+func TestPolicyRest(t *testing.T) {
+	half := func() float64 { return 0.5 }
+	p := Policy{MaxRetries: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
+	if got := p.rest(1, 0, half); got != 700*time.Millisecond { // 100+200+400 ms, the mean of full jitter
+		t.Errorf("rest after retry 1 at the mean: %v, want 700ms", got)
+	}
+	if got := p.rest(4, 0, half); got != 0 || p.waitsAfter(4) {
+		t.Errorf("rest after the last retry: %v, waitsAfter %v", got, p.waitsAfter(4))
+	}
+	if (Policy{BaseDelay: -1}).waitsAfter(1) {
+		t.Error("a Policy without waits has waits left")
+	}
+	// A MaxRetries of a billion saturates without drawing a billion waits.
+	huge := Policy{MaxRetries: 1 << 30, BaseDelay: time.Millisecond, MaxDelay: time.Hour}
+	draws := 0
+	got := huge.rest(1, 0, func() float64 { draws++; return 0.999 })
+	if got < 1000*time.Hour || draws > 64 {
+		t.Errorf("huge MaxRetries: rest %v after %d draws", got, draws)
+	}
+	if got := (Policy{MaxRetries: 1 << 30, BaseDelay: time.Hour, MaxDelay: maxDuration}).rest(1, 0, half); got != maxDuration {
+		t.Errorf("rest that overflows: %v, want the largest Duration", got)
+	}
+}

@@ -663,3 +663,42 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyBudgetStopsTheProbes: with its budget spent, a line of held
+// retries does not probe a host that is down: each one in turn is refused
+// before it goes, instead of each sending a retry into the outage; the
+// last, alone on its Transport, retries on its own backoff as a lone
+// request may. One request's worth of retries in all.
+func TestEmptyBudgetStopsTheProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var retries atomic.Int32
+		var mu sync.Mutex
+		stops := map[StopReason]int{}
+		tr := &Transport{
+			Random: seeded(4),
+			Storm:  StormControl{Budget: &Budget{Burst: 1, Ratio: -1, Reserve: -1}},
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if Attempt(r.Context()) > 1 {
+					retries.Add(1)
+				}
+				return response(503, ""), nil
+			}),
+			OnGiveUp: func(e RetryEvent) { mu.Lock(); stops[e.Stop]++; mu.Unlock() },
+		}
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+		if retries.Load() > 1+DefaultMaxRetries || stops[StopBudget] < 18 {
+			t.Errorf("%d retries sent into the outage, stops %v; want the budget to stop the line's probes", retries.Load(), stops)
+		}
+	})
+}
