@@ -114,11 +114,18 @@ func (s *hostSet) failed(name string, m *member, first bool, now, notBefore time
 // it never failed): the answer earns the line share of a release, and the
 // share grows back. A host without state costs one atomic load.
 func (s *hostSet) answered(name string, m *member, first bool) {
-	h := (*host)(nil)
+	if (m == nil || m.h == nil) && s.active.Load() == 0 {
+		return
+	}
+	s.answeredBy(name, m, first)
+}
+
+func (s *hostSet) answeredBy(name string, m *member, first bool) {
+	var h *host
 	if m != nil {
 		h = m.h
 	}
-	if h == nil && s.active.Load() > 0 {
+	if h == nil {
 		s.mu.RLock()
 		h = s.m[name]
 		s.mu.RUnlock()

@@ -23,12 +23,12 @@ type retrier struct {
 }
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
-	r := retrier{t: t, req: req, st: t.storm()}
+	st := t.storm()
+	st.countRequest()
 	if t.MaxElapsed > 0 {
-		r.start = time.Now()
+		return retrier{t: t, req: req, st: st, start: time.Now()}
 	}
-	r.st.countRequest()
-	return r
+	return retrier{t: t, req: req, st: st}
 }
 
 // plan returns the own wait before retry n (its backoff, Retry-After

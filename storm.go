@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // DefaultReleaseShare is what each answer of a recovering host earns its
@@ -82,9 +83,16 @@ type stormState struct {
 
 // storm returns the Transport's storm control, building it once.
 func (t *Transport) storm() *stormState {
-	if st, ok := t.stormState.Load().(*stormState); ok {
-		return st
+	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
+		return (*stormState)(p)
 	}
+	return t.buildStorm()
+}
+
+// buildStorm builds the storm control of a Transport's first request; two
+// first requests racing here may both build one, and only the first
+// stored is ever used.
+func (t *Transport) buildStorm() *stormState {
 	c, st := t.Storm, &stormState{}
 	if !c.NoBudget {
 		if st.budget = c.Budget; st.budget == nil {
@@ -98,10 +106,10 @@ func (t *Transport) storm() *stormState {
 		}
 		st.hosts = newHostSet(share)
 	}
-	if t.stormState.CompareAndSwap(nil, st) {
+	if atomic.CompareAndSwapPointer(&t.stormPtr, nil, unsafe.Pointer(st)) {
 		return st
 	}
-	return t.stormState.Load().(*stormState)
+	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
 // countRequest records a request sent; answered, that host answered it
