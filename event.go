@@ -47,11 +47,18 @@ func (e RetryEvent) Status() int {
 	return e.Response.StatusCode
 }
 
-// LogValue makes a RetryEvent log as a group: its attempt, status or
-// error, reason, wait (and held part, when held) and stop reason, so that
-// logger.Info("retry", "event", e) prints what happened.
+// LogValue makes a RetryEvent log as a group: the request's method and URL
+// (without its query, which may hold secrets), the attempt, its status or
+// error, the reason, the wait (and the part held, when held) and the stop
+// reason, so that logger.Info("retry", "event", e) prints what happened.
 func (e RetryEvent) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.Int("attempt", e.Attempt)}
+	attrs := make([]slog.Attr, 0, 8)
+	if r := e.Request; r != nil && r.URL != nil {
+		u := *r.URL
+		u.RawQuery, u.Fragment, u.User = "", "", nil
+		attrs = append(attrs, slog.String("method", r.Method), slog.String("url", u.String()))
+	}
+	attrs = append(attrs, slog.Int("attempt", e.Attempt))
 	if e.Response != nil {
 		attrs = append(attrs, slog.Int("status", e.Response.StatusCode))
 	}

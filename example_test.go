@@ -303,8 +303,8 @@ func ExampleWithoutRetries() {
 	// Output: 503 Service Unavailable after 1 attempt
 }
 
-// A RetryEvent logs as a group with log/slog, and its StopReason as a
-// phrase.
+// A RetryEvent logs as a group with log/slog, its StopReason as a phrase.
+// (The base here answers 503 itself, so that the output is stable.)
 func ExampleRetryEvent_LogValue() {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {
@@ -316,14 +316,23 @@ func ExampleRetryEvent_LogValue() {
 		Policy:   httpretry.Policy{MaxRetries: 1, BaseDelay: -1},
 		OnRetry:  func(e httpretry.RetryEvent) { logger.Info("retry", "event", e) },
 		OnGiveUp: func(e httpretry.RetryEvent) { logger.Info("give up", "event", e) },
+		Base:     unavailable{},
 	}
-	srv, _ := failFirst(5)
-	defer srv.Close()
-	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	resp, err := (&http.Client{Transport: tr}).Get("http://api.example/items?token=secret")
 	if err == nil {
 		resp.Body.Close()
 	}
 	// Output:
-	// {"level":"INFO","msg":"retry","event":{"attempt":1,"status":503,"reason":"status 503","wait":0}}
-	// {"level":"INFO","msg":"give up","event":{"attempt":2,"status":503,"reason":"status 503","wait":0,"stop":"retries exhausted"}}
+	// {"level":"INFO","msg":"retry","event":{"method":"GET","url":"http://api.example/items","attempt":1,"status":503,"reason":"status 503","wait":0}}
+	// {"level":"INFO","msg":"give up","event":{"method":"GET","url":"http://api.example/items","attempt":2,"status":503,"reason":"status 503","wait":0,"stop":"retries exhausted"}}
+}
+
+// unavailable is a base transport that answers every request with 503.
+type unavailable struct{}
+
+func (unavailable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Body: http.NoBody, Header: http.Header{}, Request: r}, nil
 }
