@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -60,7 +59,7 @@ func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (att
 	a.req = req.Clone(ctx)
 	if err := body.attemptBody(a.req, req, n); err != nil {
 		a.release()
-		return attempt{}, fmt.Errorf("httpretry: rewinding request body: %w", err)
+		return attempt{}, err
 	}
 	return a, nil
 }

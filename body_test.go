@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -32,16 +33,37 @@ func TestGetBodyIsUsedWithoutCopying(t *testing.T) {
 	assert.Equal(t, int32(2), getBodies.Load(), "one GetBody per retry, no buffering")
 }
 
-func TestGetBodyFailureStopsWithError(t *testing.T) {
-	req, _ := http.NewRequest("PUT", "http://x/", strings.NewReader("x"))
-	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
-	base := newScripted(status(503))
-	_, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
-	var rerr *Error
-	require.True(t, errors.As(err, &rerr))
-	assert.Equal(t, StopRewind, rerr.Reason)
-	assert.Equal(t, 1, rerr.Attempts)
-	assert.ErrorContains(t, err, "rewinding request body: gone")
+// TestGetBodyFailureReturnsTheLastOutcome: a retry whose body cannot be
+// produced again is not sent, and not announced to OnRetry; the request
+// returns its last outcome, as for any retry not sent, and OnGiveUp says
+// why. A last transport error comes back joined to the rewind's.
+func TestGetBodyFailureReturnsTheLastOutcome(t *testing.T) {
+	gone := errors.New("gone")
+	for _, last := range []func(*http.Request) (*http.Response, error){status(503), fail(syscall.ECONNRESET)} {
+		req, _ := http.NewRequest("PUT", "http://x/", strings.NewReader("x"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, gone }
+		var retries int
+		var stop StopReason
+		base := newScripted(last)
+		tr := &Transport{Base: base, Policy: noWait, OnRetry: func(RetryEvent) { retries++ }, OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+		resp, err := tr.RoundTrip(req)
+		assert.Equal(t, 0, retries, "OnRetry for a retry never sent")
+		assert.Equal(t, StopRewind, stop)
+		assert.Equal(t, 1, base.calls())
+		if resp != nil {
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			assert.Equal(t, "body of Service Unavailable", string(body), "the last response, whole")
+			continue
+		}
+		var rerr *Error
+		require.True(t, errors.As(err, &rerr))
+		assert.Equal(t, StopRewind, rerr.Reason)
+		assert.Equal(t, 1, rerr.Attempts)
+		assert.ErrorIs(t, err, syscall.ECONNRESET)
+		assert.ErrorIs(t, err, gone)
+		assert.ErrorContains(t, err, "rewinding request body: gone")
+	}
 }
 
 func TestPlainBodyIsBufferedOnceAndReplayed(t *testing.T) {

@@ -182,14 +182,12 @@ func (h *host) release(now time.Time) {
 }
 
 // ask decides at now, once m's retry has waited its own backoff, whether
-// it is held: only on evidence (see StormControl). kept reports that its
-// last outcome could be returned if the hold ran out: one that could not
-// is never held.
-func (h *host) ask(m *member, now time.Time, kept bool) (held bool) {
+// it is held: only on evidence (see StormControl).
+func (h *host) ask(m *member, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.probe = false
-	if len(h.members) == 1 || !kept || h.silent < downAfter && !m.toldWait {
+	if len(h.members) == 1 || h.silent < downAfter && !m.toldWait {
 		return false // alone, or the host answers: its own backoff, exactly
 	}
 	m.waiting = true

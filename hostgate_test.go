@@ -26,7 +26,7 @@ func failing(n int) (*hostSet, []*member) {
 
 func TestGateLetsALoneRequestGo(t *testing.T) {
 	_, ms := failing(1)
-	if ms[0].h.ask(ms[0], at(50), true) {
+	if ms[0].h.ask(ms[0], at(50)) {
 		t.Fatal("a request alone on its host was held")
 	}
 }
@@ -35,17 +35,13 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		prep func(s *hostSet, ms []*member)
-		kept bool
 		want bool // goes
 	}{
-		{"others fail, host silent: held", func(*hostSet, []*member) {}, true, false},
-		{"a body that could not be returned: never held", func(*hostSet, []*member) {}, false, true},
-		{"host answers often: its failures are noise", func(s *hostSet, ms []*member) {
-			for range 4 {
-				ms[0].h.answered(at(5), true, s.share)
-			}
-		}, true, true},
-		{"fresh requests stopped: the oldest probes", func(*hostSet, []*member) {}, true, true},
+		{"others fail, host silent: held", func(*hostSet, []*member) {}, false},
+		{"the host answered since: its failures are noise", func(s *hostSet, ms []*member) {
+			ms[0].h.answered(at(5), true, s.share)
+		}, true},
+		{"fresh requests stopped: the oldest probes", func(*hostSet, []*member) {}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3)
@@ -54,7 +50,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 			if tc.name == "fresh requests stopped: the oldest probes" {
 				m, now = ms[0], at(10_000)
 			}
-			if got := !m.h.ask(m, now, tc.kept); got != tc.want {
+			if got := !m.h.ask(m, now); got != tc.want {
 				t.Errorf("goes = %v, want %v", got, tc.want)
 			}
 		})
@@ -64,7 +60,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 func TestGateOldestProbesOnlyWhenFreshRequestsStop(t *testing.T) {
 	s, ms := failing(3) // first attempts at 0, 1, 2 ms: the usual gap is 1 ms
 	h := ms[0].h
-	if !h.ask(ms[0], at(5), true) {
+	if !h.ask(ms[0], at(5)) {
 		t.Error("the oldest probed while fresh requests were still coming (5 ms after the last)")
 	}
 	stopped := at(2 + flowGaps) // eight gaps of 1 ms after the last
@@ -103,7 +99,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	s, ms := failing(5)
 	h := ms[0].h
 	for _, m := range ms[1:] {
-		if !h.ask(m, at(10), true) {
+		if !h.ask(m, at(10)) {
 			t.Fatal("held retry went")
 		}
 	}
@@ -146,7 +142,7 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 		t.Fatalf("share %v after an outage's failures with no release, want halved once: %v", h.share, DefaultReleaseShare/2)
 	}
 	for _, m := range ms[1:] {
-		h.ask(m, at(10), true)
+		h.ask(m, at(10))
 	}
 	for i := range 5 { // 5/32 + 6/32 + 7/32 + 8/32 + 8/32: one release
 		h.answered(at(20+i), true, s.share)
@@ -173,7 +169,7 @@ func TestGateRetryAfterHoldsTheLineUntilItsDate(t *testing.T) {
 	for i := range 10 {
 		h.answered(at(100+i), true, s.share) // successes before the date earn nothing
 	}
-	if !h.ask(b, at(1000), true) {
+	if !h.ask(b, at(1000)) {
 		t.Error("a retry told to wait went on credit earned before the date, or as noise")
 	}
 	if h.credit != 0 {
@@ -187,8 +183,8 @@ func TestGateRetryAfterHoldsTheLineUntilItsDate(t *testing.T) {
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
-	h.ask(ms[1], at(10), true)
-	h.ask(ms[2], at(10), true)
+	h.ask(ms[1], at(10))
+	h.ask(ms[2], at(10))
 	h.credit = 1
 	h.release(at(11))
 	if !ms[1].released {
@@ -206,7 +202,7 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 	if s.active.Load() != 1 || len(s.m) != 1 {
 		t.Fatalf("active %d, map %d", s.active.Load(), len(s.m))
 	}
-	ms[0].h.ask(ms[1], at(10), true)
+	ms[0].h.ask(ms[1], at(10))
 	s.leave(ms[0])
 	select {
 	case <-ms[1].wake:

@@ -588,10 +588,14 @@ func TestHostileRequests(t *testing.T) {
 			resp, _ := relResponse(503, "busy")
 			return resp, nil
 		})}
+		var stop StopReason
+		tr.OnGiveUp = func(e RetryEvent) { stop = e.Stop }
 		resp, err := tr.RoundTrip(req)
-		var e *Error
-		if resp != nil || !errors.As(err, &e) || e.Reason != StopRewind || e.Attempts != 1 || !errors.Is(err, rewindErr) {
-			t.Fatalf("resp %v, err %v", resp, err)
+		if err != nil || resp == nil || resp.StatusCode != 503 || stop != StopRewind {
+			t.Fatalf("resp %v, err %v, stop %v; want the last 503, with StopRewind", resp, err, stop)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "busy" {
+			t.Errorf("the last response's body %q, want it whole", b)
 		}
 		if calls != 1 {
 			t.Errorf("calls %d, want 1", calls)
@@ -863,20 +867,24 @@ func TestHostileGetBodyReturnsNil(t *testing.T) {
 		req := relNewRequest(t, context.Background(), "PUT", strings.NewReader("abc"))
 		req.GetBody = func() (io.ReadCloser, error) { return nil, nil }
 		var sent []string
-		tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			var b []byte
-			if r.Body != nil {
-				b, _ = io.ReadAll(r.Body)
-				r.Body.Close()
-			}
-			sent = append(sent, string(b))
-			resp, _ := relResponse(503, "")
-			return resp, nil
-		})}
-		resp, err := tr.RoundTrip(req)
+		var stop StopReason
+		tr := &Transport{
+			OnGiveUp: func(e RetryEvent) { stop = e.Stop },
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				var b []byte
+				if r.Body != nil {
+					b, _ = io.ReadAll(r.Body)
+					r.Body.Close()
+				}
+				sent = append(sent, string(b))
+				return nil, syscall.ECONNRESET
+			}),
+		}
+		_, err := tr.RoundTrip(req)
 		var e *Error
-		if resp != nil || !errors.As(err, &e) || e.Reason != StopRewind || e.Attempts != 1 || !strings.Contains(err.Error(), "GetBody") {
-			t.Fatalf("resp %v, err %v; want a rewind *Error naming GetBody", resp, err)
+		if !errors.As(err, &e) || e.Reason != StopRewind || e.Attempts != 1 || !strings.Contains(err.Error(), "GetBody") ||
+			!errors.Is(err, syscall.ECONNRESET) || stop != StopRewind {
+			t.Fatalf("err %v, stop %v; want a rewind *Error naming GetBody and the last reset", err, stop)
 		}
 		if len(sent) != 1 || sent[0] != "abc" {
 			t.Fatalf("bodies sent %q; want only the first, whole", sent)

@@ -8,10 +8,12 @@ type policyKey struct{}
 // WithPolicy returns a copy of ctx under which requests follow p instead
 // of their Transport's Policy: set it on a request's context, or on the
 // context an SDK passes down to its requests, to change the retries of
-// those calls only. p's zero fields and out-of-range values mean what they
-// mean in a Transport's Policy. The Transport looks the context up only
-// when an attempt has failed with a retryable outcome, so a request that
-// succeeds at once pays nothing for it.
+// those calls only. p replaces the whole Policy: its zero fields mean the
+// library's defaults, not the Transport's, so start from the Transport's
+// Policy to change one field; out-of-range values mean what they mean
+// there. The Transport looks the context up only when an attempt has
+// failed with a retryable outcome, so a request that succeeds at once pays
+// nothing for it.
 func WithPolicy(ctx context.Context, p Policy) context.Context {
 	return context.WithValue(ctx, policyKey{}, p)
 }

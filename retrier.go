@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -81,13 +82,13 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 // wait waits before retry n: its own backoff, then any hold of storm
 // control. It returns the time waited in all and the part held, or why
 // the retry will not be sent.
-func (r *retrier) wait(own time.Duration, kept bool, n int) (waited, held time.Duration, stop StopReason) {
+func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
 	if err := sleep(ctx, own); err != nil {
 		return time.Since(start), 0, StopCanceled
 	}
 	due := time.Now()
-	wasHeld, stop := r.st.hold(ctx, r.m, kept, r.limits(due, n))
+	wasHeld, stop := r.st.hold(ctx, r.m, r.limits(due, n))
 	end := time.Now()
 	if stop == StopNone {
 		r.st.sent(r.m, end)
@@ -108,15 +109,19 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		lim.hard = e
 	}
 	if r.pol.waitsAfter(n) {
+		within := maxDuration
+		if !lim.hard.IsZero() {
+			within = lim.hard.Sub(due)
+		}
 		// Drawn only for a retry that is held, so that a lone request's
 		// waits use the same random values as with storm control off; and
 		// never shorter than their mean, so that a hold does not end before
 		// a short blip does (200 requests after a 1 s blip: 100% rescued;
-		// 98% with the draw alone).
-		// The closure takes copies, not r: r must stay on RoundTrip's stack.
+		// 98% with the draw alone). The closure takes copies, not r: r
+		// must stay on RoundTrip's stack.
 		pol, prev, random := *r.pol, r.prev, r.t.random
 		lim.rest = func() time.Duration {
-			return max(pol.rest(n, prev, random), pol.rest(n, prev, func() float64 { return 0.5 }))
+			return max(pol.rest(n, prev, random, within), pol.rest(n, prev, func() float64 { return 0.5 }, within))
 		}
 	}
 	return lim
@@ -138,17 +143,38 @@ func (r *retrier) end(resp *http.Response, err error) (*http.Response, error) {
 }
 
 // drain drains and closes the response of a failed attempt that will be
-// retried, keeping a small body when the host gate is on (see lastOutcome).
+// retried, keeping a small body (see lastOutcome).
 func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	last := lastOutcome{resp: resp, err: err, kept: err != nil}
-	switch {
-	case resp == nil:
-	case r.st.hosts == nil:
-		discard(resp)
-	default:
+	if resp != nil {
 		last.body, last.kept = drainKeeping(resp)
 	}
 	return last
+}
+
+// cut ends the request whose attempt n the caller's context ended. When the
+// deadline cut a retry, the attempt before it had an outcome of its own:
+// that one is returned, kept in memory, rather than the context's error.
+func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, last lastOutcome) (*http.Response, error) {
+	if n == 1 || !last.kept || !errors.Is(r.req.Context().Err(), context.DeadlineExceeded) {
+		return r.end(a.finish(resp, err, n, StopCanceled))
+	}
+	a.release()
+	return r.end(last.outcome(n, StopDeadline, r.req.Context()))
+}
+
+// rewindFailed ends the request whose body could not be produced again for
+// attempt n: the retry is not sent, and the last outcome is returned as for
+// any retry not sent, the rewind's error joined to a last error.
+func (r *retrier) rewindFailed(ev RetryEvent, last lastOutcome, n int, err error) (*http.Response, error) {
+	err = fmt.Errorf("httpretry: rewinding request body: %w", err)
+	if n == 1 {
+		return r.end(nil, &Error{Reason: StopRewind, Err: err})
+	}
+	if last.err != nil {
+		last.err = errors.Join(last.err, err)
+	}
+	return r.abandon(ev, last, n-1, StopRewind)
 }
 
 // abandon ends the request whose retry will not be sent after all (its
@@ -181,15 +207,16 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
 	case l.err != nil:
 		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
-	case !l.kept: // not reached: a retry that could not return its response is never held
-		return nil, &Error{Attempts: n, Reason: stop, Err: errLastNotKept}
+	case !l.kept:
+		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)}
 	}
 	l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
 	return l.resp, nil
 }
 
-// errLastNotKept is the cause given for a last response that was not kept.
-var errLastNotKept = errors.New("httpretry: the last response's body was too long to keep")
+// errLastNotKept is the cause given for a last response that could not be
+// returned: its body was too long, or too slow, to keep in memory.
+var errLastNotKept = errors.New("httpretry: last response not kept (body over 64 KiB or slower than 100 ms)")
 
 // addCapped returns t+d, d capped at a century so that t+d cannot overflow.
 func addCapped(t time.Time, d time.Duration) time.Time {

@@ -30,8 +30,9 @@ const DefaultReleaseShare = 0.25
 // the host keeps failing, past the time its own backoff would have given
 // up (its remaining waits drawn as they would be, at least their mean),
 // nor, once the host answers, past MaxRetries times MaxDelay: then it
-// returns its last outcome with StopHostGate. A retry whose last response
-// has a body over 4 KiB, which could not be returned then, is never held.
+// returns its last outcome with StopHostGate; when that is a response
+// whose body could not be kept in memory (over 64 KiB, or still arriving
+// after 100 ms), an *Error that names its status instead.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -191,17 +192,16 @@ func (l holdLimits) capped(t time.Time) time.Time {
 // StopNone when the retry may be sent now, after a hold when held;
 // StopHostGate when the hold reached its limit; StopBudget when the retry
 // would probe a host that is down and the budget has no token left, and
-// StopCanceled when ctx was cancelled. kept reports that the last outcome
-// could be returned after a hold. A held retry costs a timer, not a
+// StopCanceled when ctx was cancelled. A held retry costs a timer, not a
 // goroutine.
-func (st *stormState) hold(ctx context.Context, m *member, kept bool, lim holdLimits) (held bool, stop StopReason) {
+func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
 	// A retry with none of its own backoff left, such as a request's last
 	// or any of a Policy without waits, cannot be held at all.
 	now := time.Now()
 	if st.hosts == nil || lim.rest == nil {
 		return false, StopNone
 	}
-	if !m.h.ask(m, now, kept) {
+	if !m.h.ask(m, now) {
 		return false, st.probing(m, now)
 	}
 	// While the host keeps failing, a held retry gives up when its own

@@ -284,3 +284,38 @@ func TestDecorrelatedJitterUsesThePreviousWait(t *testing.T) {
 		assert.Equal(t, []time.Duration{200 * time.Millisecond, 350 * time.Millisecond, 575 * time.Millisecond}, waits)
 	})
 }
+
+// TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt: a retry sent just
+// before the deadline and cut off by it returns the response of the
+// attempt before it, not the context's error.
+func TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stops []StopReason
+		tr := &Transport{
+			Policy:   Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { stops = append(stops, e.Stop) },
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				select { // 50 ms of service time, unless the context ends first
+				case <-time.After(50 * time.Millisecond):
+					return response(503, "busy"), nil
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}),
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://slow/", nil).WithContext(ctx))
+		if err != nil {
+			t.Fatalf("got %v, want the first attempt's 503", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 503 || string(body) != "busy" || time.Since(start) != 300*time.Millisecond {
+			t.Errorf("got %d %q after %v, want the 503 at the deadline", resp.StatusCode, body, time.Since(start))
+		}
+		if len(stops) != 0 {
+			t.Errorf("OnGiveUp %v: the cut attempt is the caller's deadline, not a retryable outcome", stops)
+		}
+	})
+}

@@ -42,8 +42,9 @@ const DefaultMaxRetryAfter = time.Minute
 //  6. Between attempts it waits per Policy, or the request's own (see
 //     WithPolicy). A wait that would end at or after the context's deadline
 //     (or MaxElapsed) is not started: the last response or error returns
-//     at once. Cancelling the context ends a wait at once with an *Error
-//     wrapping the context's error.
+//     at once; a retry that the deadline cuts off returns the outcome of
+//     the attempt before it. Cancelling the context ends a wait at once
+//     with an *Error wrapping the context's error.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
@@ -96,10 +97,12 @@ type Transport struct {
 	MaxRetryAfter time.Duration
 
 	// MaxBufferedBody is the largest request body without GetBody kept in
-	// memory for replays. A longer body is streamed once and its request
-	// is not retried. Zero means DefaultMaxBufferedBody; negative means no
-	// body is buffered, so only requests without a body or with GetBody
-	// are retried.
+	// memory for replays. Such a body is read before the first attempt is
+	// sent, up to this many bytes: a longer body is then streamed once and
+	// its request is not retried (StopBodyTooLarge). Zero means
+	// DefaultMaxBufferedBody; negative means no body is buffered, so only
+	// requests without a body or with GetBody are retried: set it for
+	// bodies that must stream as they are written, such as a pipe.
 	MaxBufferedBody int64
 
 	// AttemptTimeout bounds each attempt until its response headers arrive;
@@ -175,11 +178,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &Error{Reason: StopInvalid, Err: err}
 	}
 	r := t.newRetrier(req)
+	var ev RetryEvent    // the failed attempt being retried
+	var last lastOutcome // its outcome, returned if its retry is not sent after all
 	for n := 1; ; n++ {
-		// Clone: attempt n's own request and body.
+		// Clone: attempt n's own request and body; only then is the retry
+		// announced, so that OnRetry is never told of a retry not sent.
 		a, err := t.newAttempt(req, &body, n)
 		if err != nil {
-			return r.end(nil, &Error{Attempts: n - 1, Reason: StopRewind, Err: err})
+			return r.rewindFailed(ev, last, n, err)
+		}
+		if n > 1 && t.OnRetry != nil {
+			t.OnRetry(ev)
 		}
 
 		// Send.
@@ -189,31 +198,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// the caller has given up meanwhile, so the context is looked at
 		// only before an error or a retry: the success path skips it.
 		if err != nil && req.Context().Err() != nil {
-			return r.end(a.finish(resp, err, n, StopCanceled))
+			return r.cut(a, resp, err, n, last)
 		}
 		retry, reason := t.classify(req, resp, err)
 		if !retry {
 			r.answered(n, err)
 			return r.end(a.finish(resp, err, n, StopNotRetryable))
 		}
-		ev := RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
+		ev = RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
 		wait, stop := r.plan(&body, resp, err, n)
 		if stop != StopNone {
 			t.giveUp(ev, stop)
 			return r.end(a.finish(resp, err, n, stop))
 		}
 
-		// Drain: a retry the host gate may hold keeps a small body, so
-		// that the hold can still return this response.
-		last := r.drain(resp, err)
+		// Drain, keeping a small body: if the retry is not sent after all,
+		// this response is still the one to return.
+		last = r.drain(resp, err)
 		a.release()
 
 		// Wait: the retry's own backoff, then any hold.
-		if ev.Wait, ev.Held, stop = r.wait(wait, last.kept, n); stop != StopNone {
+		if ev.Wait, ev.Held, stop = r.wait(wait, n); stop != StopNone {
 			return r.abandon(ev, last, n, stop)
-		}
-		if t.OnRetry != nil {
-			t.OnRetry(ev)
 		}
 	}
 }
