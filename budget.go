@@ -29,8 +29,9 @@ const (
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its
 // fields must not change once it is in use, and it is safe for concurrent
-// use. Counting a request is one atomic add, all that a request that
-// succeeds at once pays.
+// use. A request sent while the bucket is full, which its tokens would
+// overflow, pays one atomic load for it; only while it is short is the
+// request counted, with one atomic add.
 type Budget struct {
 	// Ratio is the tokens added per request sent. Zero or NaN means
 	// DefaultBudgetRatio; negative means none.
@@ -42,7 +43,8 @@ type Budget struct {
 	// negative means none, so that only lone requests retry.
 	Burst float64
 
-	requests atomic.Int64 // requests ever sent
+	short    atomic.Bool  // below Burst: requests sent earn tokens
+	requests atomic.Int64 // requests sent while short
 
 	mu      sync.Mutex
 	deficit float64   // tokens below Burst; above it, debt
@@ -50,7 +52,14 @@ type Budget struct {
 	counted int64     // requests already turned into tokens
 }
 
-func (b *Budget) countRequest() { b.requests.Add(1) }
+// countRequest counts a request sent. While the bucket is full it skips the
+// atomic add, whose memory barrier cost the success path 4 ns of 30
+// (BenchmarkRoundTripSuccess/storm-on).
+func (b *Budget) countRequest() {
+	if b.short.Load() {
+		b.requests.Add(1)
+	}
+}
 
 // allows reports whether a retry may be sent at now.
 func (b *Budget) allows(now time.Time) bool { return b.available(now) >= 1 }
@@ -77,6 +86,9 @@ func (b *Budget) add(n float64, now time.Time) float64 {
 		resolve(b.Reserve, DefaultBudgetReserve)*max(now.Sub(b.last), 0).Seconds()
 	b.deficit = max(b.deficit-earned-n, 0)
 	b.counted, b.last = reqs, laterOf(b.last, now)
+	if short := b.deficit > 0; short != b.short.Load() {
+		b.short.Store(short)
+	}
 	return resolve(b.Burst, DefaultBudgetBurst) - b.deficit
 }
 

@@ -32,6 +32,14 @@ func TestBudgetBucket(t *testing.T) {
 				b.countRequest()
 			}
 		}, t0, DefaultBudgetBurst - 10 + 2},
+		{"requests sent while full earn nothing", &Budget{Ratio: 1, Reserve: -1}, func(b *Budget) {
+			for range 5 {
+				b.countRequest() // their tokens would overflow the bucket
+			}
+			b.spend(t0)
+			b.spend(t0)
+			b.countRequest()
+		}, t0, DefaultBudgetBurst - 2 + 1},
 		{"a refund gives back what a request spent", &Budget{Reserve: -1, Ratio: -1}, func(b *Budget) {
 			for range 3 {
 				b.spend(t0)

@@ -113,14 +113,15 @@ func (t *Transport) buildStorm() *stormState {
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
-// countRequest records a request sent; answered, that host answered it
-// (m is nil when it never failed).
+// countRequest records a request sent.
 func (st *stormState) countRequest() {
 	if st.budget != nil {
 		st.budget.countRequest()
 	}
 }
 
+// answered records that host answered attempt first or a retry of m's
+// request (m is nil when it never failed).
 func (st *stormState) answered(host string, m *member, first bool) {
 	if st.hosts != nil {
 		st.hosts.answered(host, m, first)
