@@ -178,18 +178,8 @@ func TestBurstHasNoCapacityLimit(t *testing.T) {
 }
 
 func TestRandomClosedFails(t *testing.T) {
-	r := newRecorder(RandomClosedPreset(0.3))
-	flaky := 0
 	const n = 10000
-	for i := range n {
-		switch v := r.Admit(time.Duration(i) * 100 * time.Microsecond); v {
-		case Flaky:
-			flaky++
-		case Served:
-		default:
-			t.Fatalf("attempt %d: %v", i, v)
-		}
-	}
+	flaky := admitFlaky(t, newRecorder(RandomClosedPreset(0.3)), n)
 	// 30% of 10000: 3000, with a standard deviation of about 46.
 	if flaky < 2800 || flaky > 3200 {
 		t.Fatalf("%d of %d failed, want about 3000", flaky, n)

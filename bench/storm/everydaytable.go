@@ -97,10 +97,7 @@ func writeHerd(w io.Writer, res Results) {
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range res.Systems {
 		m := s.Metrics
-		rec := "> " + seconds(res.Scenario.Duration-res.Scenario.OutageEnd)
-		if m.Recovered {
-			rec = seconds(m.Recovery)
-		}
+		rec := backTo95(res.Scenario, m)
 		fmt.Fprintf(w, "| %s | %.2f× | %.2f× | %s | %d | %d (%.0f%%) | %.1f%% | %s | %s | %s (%d) |\n",
 			s.Name, m.OutageAmplification, m.PeakAfterRatio, rec, m.Told, m.Early, 100*ratio(m.Early, m.Told),
 			100*m.Success, millis(m.P50), millis(m.P99), millis(m.Lag), m.Runs)

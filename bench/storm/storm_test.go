@@ -154,12 +154,11 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestRecorderRandomFailures(t *testing.T) {
-	sc := RandomFailures()
-	sc.Capacity = 1e9 // never shed: only the random failures fail
-	r := newRecorder(sc)
+// admitFlaky admits n attempts 100 µs apart, all of which must be served
+// or failed at random, and returns how many failed.
+func admitFlaky(t *testing.T, r *recorder, n int) int {
+	t.Helper()
 	flaky := 0
-	const n = 20000
 	for i := range n {
 		switch v := r.Admit(time.Duration(i) * 100 * time.Microsecond); v {
 		case Flaky:
@@ -169,6 +168,15 @@ func TestRecorderRandomFailures(t *testing.T) {
 			t.Fatalf("attempt %d: %v, want Served or Flaky", i, v)
 		}
 	}
+	return flaky
+}
+
+func TestRecorderRandomFailures(t *testing.T) {
+	sc := RandomFailures()
+	sc.Capacity = 1e9 // never shed: only the random failures fail
+	r := newRecorder(sc)
+	const n = 20000
+	flaky := admitFlaky(t, r, n)
 	// 5% of 20000: 1000, with a standard deviation of about 31.
 	if flaky < 880 || flaky > 1120 {
 		t.Fatalf("%d of %d attempts failed at random, want about 1000", flaky, n)

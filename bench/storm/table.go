@@ -20,10 +20,7 @@ func WriteTable(w io.Writer, res Results) {
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range res.Systems {
 		m := s.Metrics
-		rec := "> " + seconds(res.Scenario.Duration-res.Scenario.OutageEnd)
-		if m.Recovered {
-			rec = seconds(m.Recovery)
-		}
+		rec := backTo95(res.Scenario, m)
 		fmt.Fprintf(w, "| %s | %.2f× | %.2f× | %.2f× | %.2f× | %s | %s | %.1f%% | %s | %s | %d | %s (%d) |\n",
 			s.Name, m.Amplification, m.OutageAmplification, m.PeakRatio, m.PeakAfterRatio,
 			rec, seconds(m.DownUntil), 100*m.Success, millis(m.P50), millis(m.P99), m.Conns, millis(m.Lag), m.Runs)
@@ -82,4 +79,13 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds())
 // millis formats d as milliseconds.
 func millis(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
+
+// backTo95 is the "back to 95% after" cell: the time to recover, or that
+// the run ended before it did.
+func backTo95(sc Scenario, m Metrics) string {
+	if m.Recovered {
+		return seconds(m.Recovery)
+	}
+	return "> " + seconds(sc.Duration-sc.OutageEnd)
 }
