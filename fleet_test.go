@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -86,7 +88,7 @@ func (s *simServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.mu.Lock()
 	latency := time.Duration((0.5 + s.rng.Float64()) * float64(s.sc.latency))
 	s.mu.Unlock()
-	time.Sleep(latency) // half to one and a half times the scenario's: no lockstep
+	time.Sleep(latency) // virtual (see runFleet); half to one and a half times the scenario's: no lockstep
 	now := time.Now()
 	at := now.Sub(s.start)
 	s.mu.Lock()
@@ -145,9 +147,18 @@ type fleetResult struct {
 	lastDown time.Duration
 }
 
-// runFleet runs sc in the current synctest bubble, each client built by
-// newClient around the server.
-func runFleet(sc fleetScenario, newClient func(base http.RoundTripper) http.RoundTripper) fleetResult {
+// runFleet runs sc in a synctest bubble of its own, so that its sleeps
+// (the server's latency, the arrivals' schedule) pass in virtual time: each
+// client is a Transport with sc's Policy, storm control c and a Random
+// seeded from sc.
+func runFleet(t *testing.T, sc fleetScenario, c StormControl) (res fleetResult) {
+	t.Helper()
+	synctest.Test(t, func(*testing.T) { res = simulate(sc, transportWith(sc.policy, c, sc.seed)) })
+	return res
+}
+
+// simulate runs sc; it must run in a synctest bubble (see runFleet).
+func simulate(sc fleetScenario, newClient func(base http.RoundTripper) http.RoundTripper) fleetResult {
 	srv := newSimServer(sc)
 	var mu sync.Mutex
 	var reqs []simRequest
@@ -195,7 +206,7 @@ func runFleet(sc fleetScenario, newClient func(base http.RoundTripper) http.Roun
 			if at >= sc.duration {
 				break
 			}
-			time.Sleep(at - time.Since(srv.start))
+			time.Sleep(at - time.Since(srv.start)) // virtual time (see runFleet)
 			c := clients[r.IntN(len(clients))]
 			wg.Go(func() { do(c) })
 		}

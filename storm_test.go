@@ -448,8 +448,8 @@ func TestBurstAfterABlip(t *testing.T) {
 	sc := fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second,
 		timeout: 15 * time.Second, latency: time.Millisecond, seed: 1}
 	var on, off fleetMetrics
-	synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)).metrics() })
-	synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)).metrics() })
+	on = runFleet(t, sc, StormControl{}).metrics()
+	off = runFleet(t, sc, stormOff).metrics()
 	t.Logf("on:  %v\noff: %v", on, off)
 	if on.success < 0.99 || on.success < off.success {
 		t.Errorf("success %.1f%% with storm control, %.1f%% without", 100*on.success, 100*off.success)
@@ -472,8 +472,8 @@ func TestRandomFailuresWithClosedLoopWorkers(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d workers, %.0f%%", sc.workers, 100*sc.failRate), func(t *testing.T) {
 			var on, off fleetMetrics
-			synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)).metrics() })
-			synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)).metrics() })
+			on = runFleet(t, sc, StormControl{}).metrics()
+			off = runFleet(t, sc, stormOff).metrics()
 			t.Logf("on:  %v\noff: %v", on, off)
 			if on.success < off.success-0.01 {
 				t.Errorf("success %.2f%% with storm control, %.2f%% without", 100*on.success, 100*off.success)
@@ -492,8 +492,8 @@ func TestRandomFailuresWithClosedLoopWorkers(t *testing.T) {
 func TestFleetOutage(t *testing.T) {
 	sc := defaultFleet()
 	var on, off fleetMetrics
-	synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)).metrics() })
-	synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)).metrics() })
+	on = runFleet(t, sc, StormControl{}).metrics()
+	off = runFleet(t, sc, stormOff).metrics()
 	t.Logf("on:  %v\noff: %v", on, off)
 	if on.outageLoad > 1.6 || on.peakAfter > 1.3 || on.success < off.success {
 		t.Errorf("with storm control: load in outage %.2fx, peak after %.2fx, success %.1f%%", on.outageLoad, on.peakAfter, 100*on.success)
@@ -510,8 +510,8 @@ func TestRetryAfterHerd(t *testing.T) {
 	sc := defaultFleet()
 	sc.retryAfter = true
 	var on, off fleetResult
-	synctest.Test(t, func(t *testing.T) { on = runFleet(sc, transportWith(sc.policy, StormControl{}, 1)) })
-	synctest.Test(t, func(t *testing.T) { off = runFleet(sc, transportWith(sc.policy, stormOff, 1)) })
+	on = runFleet(t, sc, StormControl{})
+	off = runFleet(t, sc, stormOff)
 	mOn, mOff := on.metrics(), off.metrics()
 	t.Logf("on:  %v\noff: %v", mOn, mOff)
 	if on.early > 0 {

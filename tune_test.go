@@ -3,7 +3,6 @@ package httpretry
 import (
 	"os"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -52,9 +51,7 @@ func TestTuneFleet(t *testing.T) {
 			name string
 			c    StormControl
 		}{{"on", StormControl{}}, {"off", stormOff}, {"gate", StormControl{NoBudget: true}}} {
-			synctest.Test(t, func(t *testing.T) {
-				rows[v.name] = runFleet(sc, transportWith(sc.policy, v.c, sc.seed)).metrics()
-			})
+			rows[v.name] = runFleet(t, sc, v.c).metrics()
 		}
 		t.Logf("%s:\n%s", name, fleetTable(rows))
 	}
@@ -77,10 +74,7 @@ func TestTuneReleaseShare(t *testing.T) {
 			case "steady":
 				sc.clients, sc.rate, sc.capacity = 1, 20, 0
 			}
-			var m fleetMetrics
-			synctest.Test(t, func(t *testing.T) {
-				m = runFleet(sc, transportWith(sc.policy, StormControl{ReleaseShare: share}, 1)).metrics()
-			})
+			m := runFleet(t, sc, StormControl{ReleaseShare: share}).metrics()
 			t.Logf("share %.2f %-10s %v", share, name, m)
 		}
 	}
