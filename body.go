@@ -17,9 +17,9 @@ const DefaultMaxBufferedBody = 1 << 20
 // drainLimit bounds how much of a discarded response body is read, and kept
 // while its retry waits, so that its connection can be reused and the
 // response still returned if the retry is not sent. 64 KiB holds the error
-// pages of CDNs and proxies (5-20 KiB), which storm control could not hold
-// at 4 KiB. Past it the body is closed unread, which costs the connection
-// but not the time to download a large body.
+// pages of CDNs and proxies (5-20 KiB; 4 KiB did not). Past it the body is
+// closed unread, which costs the connection but not the time to download a
+// large body.
 const drainLimit = 64 << 10
 
 // drainTimeout bounds how long a discarded body is read. A small error body

@@ -47,8 +47,9 @@ const (
 	// StopBudget: the retry budget (Transport.Budget) had no retry left.
 	StopBudget
 	// StopHostGate: storm control held the retry (see StormControl) until
-	// the limit of its hold: the deadline, MaxElapsed, or the end of its
-	// own backoff while the host kept failing.
+	// the limit of its hold: the deadline, MaxElapsed, the end of its own
+	// backoff while the host kept failing, or MaxRetries times MaxDelay
+	// once it answered.
 	StopHostGate
 	// StopBodyTooLarge: the request body was longer than MaxBufferedBody
 	// and had no GetBody, so it was sent once, streamed, and cannot be

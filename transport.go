@@ -53,8 +53,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     unread, with a nil error: a 503 is a response, not an error. A last
 //     transport error is returned as an *Error that records the attempt
 //     count and the StopReason and unwraps to the cause.
-//  9. Every response not returned is drained (a few KiB at most, else
-//     closed unread) and closed, so its connection can be reused.
+//  9. Every response not returned is drained (up to 64 KiB, else closed
+//     unread) and closed, so its connection can be reused.
 //  10. Storm control, on by default (see StormControl), bounds what the
 //     retries of many requests do to a server: a retry budget, and a host
 //     gate that holds the retries of requests failing together and
