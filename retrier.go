@@ -85,6 +85,12 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
 	if err := sleep(ctx, own); err != nil {
+		// A wait that was to end before the deadline can still meet it,
+		// the drain and the timers taking their time: the deadline, not
+		// the caller, ended it, and the last outcome is the answer.
+		if errors.Is(err, context.DeadlineExceeded) {
+			return time.Since(start), 0, StopDeadline
+		}
 		return time.Since(start), 0, StopCanceled
 	}
 	due := time.Now()

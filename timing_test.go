@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -316,6 +317,41 @@ func TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt(t *testing.T) {
 		}
 		if len(stops) != 0 {
 			t.Errorf("OnGiveUp %v: the cut attempt is the caller's deadline, not a retryable outcome", stops)
+		}
+	})
+}
+
+// hiddenDeadline hides its deadline from Deadline, as a deadline the
+// Transport's check misses by a hair does: the context still ends with
+// DeadlineExceeded.
+type hiddenDeadline struct{ context.Context }
+
+func (hiddenDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// TestWaitEndedByTheDeadlineReturnsTheLastResponse: a wait that the
+// deadline interrupts returns the last response, as a wait not started for
+// the deadline does, not the context's error.
+func TestWaitEndedByTheDeadlineReturnsTheLastResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stops []StopReason
+		tr := &Transport{
+			Policy:   Policy{BaseDelay: time.Second, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { stops = append(stops, e.Stop) },
+			Base:     roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, "busy"), nil }),
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil).WithContext(hiddenDeadline{ctx}))
+		if err != nil {
+			t.Fatalf("got %v, want the 503", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 503 || string(body) != "busy" || time.Since(start) != 300*time.Millisecond {
+			t.Errorf("got %d %q after %v, want the 503 at the deadline", resp.StatusCode, body, time.Since(start))
+		}
+		if !slices.Equal(stops, []StopReason{StopDeadline}) {
+			t.Errorf("OnGiveUp stops %v, want [%v]", stops, StopDeadline)
 		}
 	})
 }

@@ -42,9 +42,9 @@ const DefaultMaxRetryAfter = time.Minute
 //  6. Between attempts it waits per Policy, or the request's own (see
 //     WithPolicy). A wait that would end at or after the context's deadline
 //     (or MaxElapsed) is not started: the last response or error returns
-//     at once; a retry that the deadline cuts off returns the outcome of
-//     the attempt before it. Cancelling the context ends a wait at once
-//     with an *Error wrapping the context's error.
+//     at once; a retry, or a wait, that the deadline cuts off returns the
+//     outcome of the attempt before it. Cancelling the context ends a wait
+//     at once with an *Error wrapping the context's error.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
