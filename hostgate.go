@@ -54,20 +54,29 @@ type host struct {
 	credit    float64       // releases earned, not yet used
 	cut       bool          // a release happened since share was last halved
 	notBefore time.Time     // Retry-After: nothing held goes earlier
-	nextProbe time.Time     // fresh requests stopped: the oldest goes no earlier
+	nextProbe time.Time     // fresh requests stopped: the next probe goes no earlier
+	probing   *member       // the line's probe whose outcome is awaited
 }
 
 // member is one retrying request of a host.
 type member struct {
 	h                 *host
-	toldWait          bool          // its latest failure came with a Retry-After
-	waiting, released bool          // held in line; let go by the line's credit
-	probe             bool          // went on its own into a host that is down: the budget is asked again
-	wake              chan struct{} // nudged when it should look at the host again
-	spent             int           // retries charged to the budget
+	toldWait          bool                 // its latest failure came with a Retry-After
+	waiting, released bool                 // held in line; let go by the line's credit
+	probe             bool                 // went on its own into a host that is down: the budget is asked again
+	pace              func() time.Duration // draws its own first backoff: while the host is down, the line's probes are that far apart
+	wake              chan struct{}        // nudged when it should look at the host again
+	spent             int                  // retries charged to the budget
+	giveUp            time.Time            // when its own backoff, drawn at its first hold, gives up
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
+
+// outlived reports whether at now m's request has outlived the life its
+// own backoff gave it when it was first held (see stormState.hold).
+func (m *member) outlived(now time.Time) bool {
+	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
+}
 
 // nudge wakes m without blocking; one pending nudge is enough.
 func (m *member) nudge() {
@@ -100,6 +109,7 @@ func (s *hostSet) failed(name string, m *member, first bool, now, notBefore time
 	defer h.mu.Unlock()
 	m.toldWait = !notBefore.IsZero()
 	h.silent++
+	h.heard(m, now, true)
 	if first {
 		h.noteFresh(now)
 	}
@@ -131,17 +141,18 @@ func (s *hostSet) answeredBy(name string, m *member, first bool) {
 		s.mu.RUnlock()
 	}
 	if h != nil {
-		h.answered(time.Now(), first, s.share)
+		h.answered(time.Now(), m, first, s.share)
 	}
 }
 
-func (h *host) answered(now time.Time, first bool, full float64) {
+func (h *host) answered(now time.Time, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.silent = 0
 	if first {
 		h.noteFresh(now)
 	}
+	h.heard(m, now, false)
 	h.share = min(h.share+shareStep*full, full)
 	if !now.Before(h.notBefore) {
 		h.credit += h.share // nothing earned before a Retry-After's date, or the line would return at once
@@ -158,27 +169,60 @@ func (h *host) noteFresh(now time.Time) {
 	h.lastFresh = now
 }
 
-// usualGap returns the usual time between fresh requests.
-func (h *host) usualGap() time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.gap
-}
-
 // flowEnd is when fresh requests will count as stopped. h.mu is held.
 func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
+
+// heard records at now the outcome of m's attempt: when m was the line's
+// probe, the next goes a usual gap later, taking the fresh requests' place
+// at their pace (one client sending 700 requests/s peaked at 1.5-1.9x of
+// capacity when its line followed each answer at once, 1.2x so); after a
+// failure, one of the probe's own first backoffs later when that is
+// longer, so that a host that is down sees one probe per backoff step,
+// however many wait. h.mu is held.
+func (h *host) heard(m *member, now time.Time, failed bool) {
+	if m == nil || h.probing != m {
+		return
+	}
+	pace := h.gap
+	if failed && m.pace != nil {
+		pace = max(pace, m.pace())
+	}
+	h.probing, h.nextProbe = nil, now.Add(pace)
+	h.nudgeFirst()
+}
+
+// firstWaiting returns the oldest retry held in line, or nil. h.mu is held.
+func (h *host) firstWaiting() *member {
+	for _, m := range h.members {
+		if m.waiting {
+			return m
+		}
+	}
+	return nil
+}
+
+// nudgeFirst nudges the oldest retry held in line. h.mu is held.
+func (h *host) nudgeFirst() {
+	if m := h.firstWaiting(); m != nil {
+		m.nudge()
+	}
+}
 
 // release lets the oldest held retries go, one per unit of credit; credit
 // is not saved up while nobody waits. h.mu is held.
 func (h *host) release(now time.Time) {
+	freed := false
 	for i := 0; i < len(h.members) && h.credit >= 1 && !now.Before(h.notBefore); i++ {
 		if m := h.members[i]; m.waiting {
 			h.credit--
-			m.waiting, m.released, h.cut = false, true, true
+			m.waiting, m.released, h.cut, freed = false, true, true, true
 			m.nudge()
 		}
 	}
 	h.credit = min(h.credit, 1)
+	if freed {
+		h.nudgeFirst() // a new oldest in line may probe
+	}
 }
 
 // ask decides at now, once m's retry has waited its own backoff, whether
@@ -210,24 +254,27 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time, up boo
 // otherwise it says when to look again. h.mu is held.
 func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	h.release(now)
+	down := h.silent >= downAfter
 	switch {
 	case m.released:
 		m.released, m.probe = false, false
 		return true, time.Time{}
-	case m != h.members[0]:
-		return false, time.Time{}
 	case now.Before(h.notBefore):
 		return false, h.notBefore
 	case h.gaps > 0 && now.Before(h.flowEnd()):
 		return false, h.flowEnd() // fresh requests keep coming: they probe for the line
+	case down && m.outlived(now): // its own backoff's last retry, sent when that backoff would send it
+		m.waiting, m.probe = false, true
+		return true, time.Time{}
+	case h.probing != nil:
+		return false, time.Time{}
+	case m != h.firstWaiting():
+		return false, time.Time{}
 	case now.Before(h.nextProbe):
 		return false, h.nextProbe
 	}
-	m.waiting, m.probe = false, h.silent >= downAfter
-	// The line takes the fresh requests' place, at their pace: one client
-	// sending 700 requests/s peaked at 1.5-1.9x of capacity when its line
-	// followed each answer at once, 1.2x so.
-	h.nextProbe = now.Add(h.gap)
+	m.waiting, m.probe = false, down
+	h.probing = m
 	return true, time.Time{}
 }
 
@@ -241,6 +288,7 @@ func (h *host) abandon(m *member, now time.Time) {
 	}
 	m.waiting, m.released = false, false
 	h.release(now)
+	h.nudgeFirst()
 }
 
 // leave ends m's membership: its request is over. A new oldest is nudged,
@@ -252,13 +300,11 @@ func (s *hostSet) leave(m *member) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := slices.Index(h.members, m)
-	switch h.members = slices.Delete(h.members, i, i+1); {
-	case len(h.members) == 0:
+	if h.members = slices.Delete(h.members, i, i+1); len(h.members) == 0 {
 		delete(s.m, h.name)
 		s.active.Add(-1)
-	case i == 0:
-		h.members[0].nudge()
 	}
+	h.heard(m, time.Now(), false)
 }
 
 // laterOf returns the later of a and b.

@@ -35,63 +35,79 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		prep func(s *hostSet, ms []*member)
+		at   int
 		want bool // goes
 	}{
-		{"others fail, host silent: held", func(*hostSet, []*member) {}, false},
+		{"others fail, host silent, fresh requests coming: held", func(*hostSet, []*member) {}, 5, false},
 		{"the host answered since: its failures are noise", func(s *hostSet, ms []*member) {
-			ms[0].h.answered(at(5), true, s.share)
-		}, true},
-		{"fresh requests stopped: the oldest probes", func(*hostSet, []*member) {}, true},
+			ms[0].h.answered(at(5), nil, true, s.share)
+		}, 5, true},
+		{"fresh requests stopped: the oldest held probes", func(*hostSet, []*member) {}, 10_000, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, ms := failing(3)
+			s, ms := failing(3) // first attempts 1 ms apart: fresh requests stop 8 ms after the last
 			tc.prep(s, ms)
-			m, now := ms[1], at(10)
-			if tc.name == "fresh requests stopped: the oldest probes" {
-				m, now = ms[0], at(10_000)
-			}
-			if got := !m.h.ask(m, now); got != tc.want {
+			if got := !ms[1].h.ask(ms[1], at(tc.at)); got != tc.want {
 				t.Errorf("goes = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestGateOldestProbesOnlyWhenFreshRequestsStop(t *testing.T) {
-	s, ms := failing(3) // first attempts at 0, 1, 2 ms: the usual gap is 1 ms
+func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
+	s, ms := failing(4) // first attempts at 0, 1, 2, 3 ms: the usual gap is 1 ms
 	h := ms[0].h
-	if !h.ask(ms[0], at(5)) {
-		t.Error("the oldest probed while fresh requests were still coming (5 ms after the last)")
+	for _, m := range ms[:3] {
+		if !h.ask(m, at(5)) {
+			t.Fatal("a retry probed while fresh requests were still coming (5 ms after the last)")
+		}
+		m.pace = func() time.Duration { return 50 * time.Millisecond }
 	}
-	stopped := at(2 + flowGaps) // eight gaps of 1 ms after the last
-	send, wake, _ := h.poll(ms[0], at(5))
-	if send || !wake.Equal(stopped) {
+	stopped := at(3 + flowGaps) // eight gaps of 1 ms after the last
+	if send, wake, _ := h.poll(ms[0], at(5)); send || !wake.Equal(stopped) {
 		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), stopped.Sub(t0))
 	}
-	// A new first attempt comes: the wait starts again from it, eight of
-	// the usual gaps, now 1, 1 and 48 ms on average.
-	s.failed("h", newMember(), true, at(50), time.Time{})
-	stopped = at(50).Add(flowGaps * h.gap)
-	if send, wake, _ := h.poll(ms[0], at(60)); send || !wake.Equal(stopped) {
-		t.Errorf("after a new first attempt: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), stopped.Sub(t0))
-	}
 	if send, _, _ := h.poll(ms[1], stopped); send {
-		t.Error("a retry that is not the oldest probed")
+		t.Error("a retry that is not the oldest held probed")
 	}
 	if send, _, _ := h.poll(ms[0], stopped); !send {
-		t.Error("the oldest did not probe once fresh requests stopped")
+		t.Fatal("the oldest held did not probe once fresh requests stopped")
 	}
-	// It answered: the next oldest takes the fresh requests' place, at
-	// their pace: a usual gap after the last.
-	h.answered(stopped, false, s.share)
-	s.leave(ms[0])
-	ms[1].toldWait = true // held although the host answers, as by a Retry-After
-	next := stopped.Add(h.gap)
+	if send, _, _ := h.poll(ms[1], stopped.Add(time.Second)); send {
+		t.Error("a second probe went while the first one's outcome was awaited")
+	}
+	// The probe failed: the next held goes one of its own first backoffs
+	// later (50 ms), as the host is down, not the usual gap.
+	s.failed("h", ms[0], false, stopped, time.Time{})
+	next := stopped.Add(50 * time.Millisecond)
 	if send, wake, _ := h.poll(ms[1], stopped); send || !wake.Equal(next) {
-		t.Errorf("the next oldest: send %v, wake %v; want it a usual gap (%v) after the last", send, wake.Sub(t0), h.gap)
+		t.Errorf("the next held: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), next.Sub(t0))
 	}
 	if send, _, _ := h.poll(ms[1], next); !send {
-		t.Error("the next oldest did not go a usual gap after the last")
+		t.Fatal("the next held did not probe its pace after the last")
+	}
+	// It answered: the host is up, and the line follows each answer a
+	// usual gap later.
+	h.answered(next, ms[1], false, s.share)
+	if send, wake, _ := h.poll(ms[2], next); send || !wake.Equal(next.Add(h.gap)) {
+		t.Errorf("after an answer: send %v, wake %v; want a usual gap (%v) later", send, wake.Sub(t0), h.gap)
+	}
+}
+
+func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
+	_, ms := failing(3)
+	h := ms[0].h
+	h.ask(ms[0], at(10_000)) // the line's probe, its outcome awaited
+	last := ms[1]
+	last.giveUp = at(20_000)
+	if !h.ask(last, at(10_001)) {
+		t.Fatal("a retry went before its backoff's end while a probe was out")
+	}
+	if send, _, _ := h.poll(last, at(20_000)); !send || !last.probe {
+		t.Errorf("at its backoff's end, with the host down: send %v, probe %v; want its last retry sent, the budget asked", send, last.probe)
+	}
+	if !last.outlived(at(20_000)) || last.outlived(at(19_999)) {
+		t.Error("outlived does not turn at the end of the request's own backoff")
 	}
 }
 
@@ -116,7 +132,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	}
 	var got []int
 	for i := range 13 {
-		h.answered(at(20+i), true, s.share)
+		h.answered(at(20+i), nil, true, s.share)
 		got = append(got, released())
 	}
 	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}
@@ -145,7 +161,7 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 		h.ask(m, at(10))
 	}
 	for i := range 5 { // 5/32 + 6/32 + 7/32 + 8/32 + 8/32: one release
-		h.answered(at(20+i), true, s.share)
+		h.answered(at(20+i), nil, true, s.share)
 	}
 	if h.share != DefaultReleaseShare || !ms[1].released {
 		t.Fatalf("share %v, released %v: the setup did not reach a release at full share", h.share, ms[1].released)
@@ -166,14 +182,14 @@ func TestGateRetryAfterHoldsTheLineUntilItsDate(t *testing.T) {
 	s.failed("h", a, true, at(0), at(1000))
 	s.failed("h", b, true, at(0), at(1000))
 	h := a.h
+	if !h.ask(a, at(50)) || !h.ask(b, at(50)) {
+		t.Fatal("a retry told to wait went before the date")
+	}
 	for i := range 10 {
-		h.answered(at(100+i), true, s.share) // successes before the date earn nothing
+		h.answered(at(100+i), nil, true, s.share) // successes before the date earn nothing
 	}
-	if !h.ask(b, at(1000)) {
-		t.Error("a retry told to wait went on credit earned before the date, or as noise")
-	}
-	if h.credit != 0 {
-		t.Errorf("credit %v earned before the Retry-After date", h.credit)
+	if h.credit != 0 || a.released || b.released {
+		t.Errorf("credit %v, released %v %v: earned before the Retry-After date", h.credit, a.released, b.released)
 	}
 	if send, wake, _ := h.poll(a, at(500)); send || !wake.Equal(at(1000)) {
 		t.Errorf("the oldest before the date: send %v, wake %v; want a wake at the date", send, wake.Sub(t0))
@@ -183,8 +199,8 @@ func TestGateRetryAfterHoldsTheLineUntilItsDate(t *testing.T) {
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
-	h.ask(ms[1], at(10))
-	h.ask(ms[2], at(10))
+	h.ask(ms[1], at(5))
+	h.ask(ms[2], at(5))
 	h.credit = 1
 	h.release(at(11))
 	if !ms[1].released {
@@ -202,12 +218,18 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 	if s.active.Load() != 1 || len(s.m) != 1 {
 		t.Fatalf("active %d, map %d", s.active.Load(), len(s.m))
 	}
-	ms[0].h.ask(ms[1], at(10))
+	h := ms[0].h
+	h.ask(ms[0], at(10_000)) // the line's probe
+	h.ask(ms[1], at(10_000))
+	select {
+	case <-ms[1].wake:
+	default:
+	}
 	s.leave(ms[0])
 	select {
 	case <-ms[1].wake:
 	default:
-		t.Error("the new oldest, held, was not nudged when the oldest left")
+		t.Error("the next held was not nudged when the line's probe left")
 	}
 	s.leave(ms[1])
 	s.leave(ms[2])

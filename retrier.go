@@ -59,6 +59,9 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if n > r.pol.retries() {
 		return 0, StopExhausted
 	}
+	if r.m.outlived(now) {
+		return 0, StopHostGate
+	}
 	wait := r.pol.Delay(n, r.prev, t.random())
 	if hasFloor {
 		if floor > t.maxRetryAfter() {
@@ -107,7 +110,8 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
-	lim := holdLimits{up: addCapped(due, retryHorizon(*r.pol))}
+	pol, random := *r.pol, r.t.random
+	lim := holdLimits{up: addCapped(due, retryHorizon(pol)), pace: func() time.Duration { return pol.Delay(1, 0, random()) }}
 	if d, ok := r.req.Context().Deadline(); ok {
 		lim.hard = d
 	}
@@ -120,15 +124,10 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 			within = lim.hard.Sub(due)
 		}
 		// Drawn only for a retry that is held, so that a lone request's
-		// waits use the same random values as with storm control off; and
-		// never shorter than their mean, so that a hold does not end before
-		// a short blip does (200 requests after a 1 s blip: 100% rescued;
-		// 98% with the draw alone). The closure takes copies, not r: r
-		// must stay on RoundTrip's stack.
-		pol, prev, random := *r.pol, r.prev, r.t.random
-		lim.rest = func() time.Duration {
-			return max(pol.rest(n, prev, random, within), pol.rest(n, prev, func() float64 { return 0.5 }, within))
-		}
+		// waits use the same random values as with storm control off. The
+		// closure takes copies, not r: r must stay on RoundTrip's stack.
+		prev, random := r.prev, r.t.random
+		lim.rest = func() time.Duration { return pol.rest(n, prev, random, within) }
 	}
 	return lim
 }

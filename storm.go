@@ -21,18 +21,22 @@ const DefaultReleaseShare = 0.25
 // another request to the same host is retrying too, and the host has
 // answered none of its last 16 attempts (or told the retry by Retry-After
 // to wait). Held retries wait in line, oldest request first. While fresh
-// requests keep coming they probe the host for the line, and each answer
-// of the host earns the line ReleaseShare of a release (halved by a
-// failure and grown back by answers, as TCP's window is); when fresh
-// requests stop, the oldest goes on its own backoff, and the next once it
-// has an answer. Nothing in line goes before a Retry-After's date. A held
-// retry never waits past its request's deadline or MaxElapsed, nor, while
-// the host keeps failing, past the time its own backoff would have given
-// up (its remaining waits drawn as they would be, at least their mean),
-// nor, once the host answers, past MaxRetries times MaxDelay: then it
-// returns its last outcome with StopHostGate; when that is a response
-// whose body could not be kept in memory (over 64 KiB, or still arriving
-// after 100 ms), an *Error that names its status instead.
+// requests keep coming they probe the host for the line; when they stop,
+// the held retries probe in turn, one at a time, each once the last one's
+// outcome is known and, while the host is down, one first backoff step of
+// its own later. Each answer of the host earns the line ReleaseShare of a
+// release (halved by a failure and grown back by answers, as TCP's window
+// is). Nothing in line goes before a Retry-After's date. While the host is
+// down a held request keeps the life its own backoff gives it: it ends
+// when that backoff would have sent its last retry, sending it then
+// unless fresh requests are probing, so a host that stays down fails it
+// no later than without storm control, after fewer attempts. Once the
+// host answers, a held retry waits for its release at most MaxRetries
+// times MaxDelay. No hold outlasts the request's deadline or MaxElapsed.
+// A request whose hold runs out returns its last outcome with
+// StopHostGate; when that is a response whose body could not be kept in
+// memory (over 64 KiB, or still arriving after 100 ms), an *Error that
+// names its status instead.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -172,13 +176,12 @@ func (st *stormState) end(m *member, answered bool) {
 
 // holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
 // (hard; zero when neither), MaxRetries times MaxDelay once the host
-// answers (up) and, while it keeps failing, the rest of the request's own
-// backoff, drawn as it would be waited when the hold begins (rest; nil
-// when none is left, so that the retry cannot be held): in a long outage a
-// held request gives up when it would have without storm control.
+// answers (up), the rest of the request's own backoff, drawn as it would
+// be waited (rest; nil when none is left, so that the retry cannot be
+// held), and a draw of its first backoff step (pace).
 type holdLimits struct {
-	hard, up time.Time
-	rest     func() time.Duration
+	hard, up   time.Time
+	rest, pace func() time.Duration
 }
 
 // capped returns t, or the hard limit when that comes first.
@@ -202,13 +205,20 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	if st.hosts == nil || lim.rest == nil {
 		return false, StopNone
 	}
+	m.pace = lim.pace
 	if !m.h.ask(m, now) {
 		return false, st.probing(m, now)
 	}
-	// While the host keeps failing, a held retry gives up when its own
-	// backoff would have run out, and one usual gap between fresh requests
-	// later, so that the first answer of a host back just then reaches it.
-	failing, up := lim.capped(now.Add(lim.rest()+m.h.usualGap())), lim.capped(lim.up)
+	// While the host keeps failing, a held request keeps the life its own
+	// backoff would have had: drawn at its first hold, its last retry is
+	// sent when that backoff would have sent it, and a hold after that
+	// gives up at once.
+	if m.giveUp.IsZero() {
+		m.giveUp = now.Add(lim.rest())
+	} else if m.outlived(now) {
+		m.h.abandon(m, now)
+		return false, StopHostGate
+	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
 	timer := time.NewTimer(maxDuration)
@@ -219,9 +229,9 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 		if send {
 			return true, st.probing(m, now)
 		}
-		end := failing
+		end := lim.capped(m.giveUp)
 		if answers {
-			end = up
+			end = lim.capped(lim.up)
 		}
 		if !now.Before(end) {
 			m.h.abandon(m, now)

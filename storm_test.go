@@ -441,25 +441,51 @@ func TestOnRetryWaitsAddUp(t *testing.T) {
 
 // TestBurstAfterABlip is the second row of the table: 200 goroutines
 // share one Transport while the host is down for a second, then it has
-// capacity for all. Storm control must rescue at least 99% of them and
-// finish no more than half a second after storm control off does, with
-// fewer attempts into the outage.
+// capacity for all. Over eight seeds storm control rescues as many as
+// storm control off does (half a point of slack: a request whose own
+// backoff runs out within the blip fails either way, and which ones do
+// depends on the draws); in each, its median is within 1.25x of off's,
+// its last request ends no more than half a second after off's, and it
+// sends fewer attempts.
 func TestBurstAfterABlip(t *testing.T) {
-	sc := fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second,
-		timeout: 15 * time.Second, latency: time.Millisecond, seed: 1}
-	var on, off fleetMetrics
-	on = runFleet(t, sc, StormControl{}).metrics()
-	off = runFleet(t, sc, stormOff).metrics()
-	t.Logf("on:  %v\noff: %v", on, off)
-	if on.success < 0.99 || on.success < off.success {
-		t.Errorf("success %.1f%% with storm control, %.1f%% without", 100*on.success, 100*off.success)
+	const seeds = 8
+	var okOn, okOff float64
+	for seed := uint64(1); seed <= seeds; seed++ {
+		sc := fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second,
+			timeout: 15 * time.Second, latency: time.Millisecond, seed: seed}
+		on, off := runFleet(t, sc, StormControl{}).metrics(), runFleet(t, sc, stormOff).metrics()
+		okOn, okOff = okOn+on.success/seeds, okOff+off.success/seeds
+		if float64(on.p50) > 1.25*float64(off.p50) || on.last > off.last+500*time.Millisecond || on.attemptsPerRequest >= off.attemptsPerRequest {
+			t.Errorf("seed %d:\non:  %v\noff: %v", seed, on, off)
+		}
 	}
-	if on.last > off.last+500*time.Millisecond {
-		t.Errorf("last done at %v with storm control, %v without", on.last, off.last)
+	if okOn < okOff-0.005 {
+		t.Errorf("mean success %.2f%% with storm control, %.2f%% without", 100*okOn, 100*okOff)
 	}
-	if on.attemptsPerRequest >= off.attemptsPerRequest {
-		t.Errorf("%.2f attempts per request with storm control, %.2f without", on.attemptsPerRequest, off.attemptsPerRequest)
+}
+
+// TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl: four
+// goroutines calling a host that never answers each get their failure
+// when their own backoff runs out, as without storm control, however many
+// of their retries the host gate holds instead of sending.
+func TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		sc := fleetScenario{workers: 4, calls: 20, down: [2]time.Duration{0, time.Hour}, duration: time.Second, latency: time.Millisecond, seed: seed}
+		on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
+		mOn, mOff := on.metrics(), off.metrics()
+		if ratio := meanLatency(on) / meanLatency(off); ratio > 1.15 || ratio < 0.85 || mOn.attemptsPerRequest > mOff.attemptsPerRequest/2 {
+			t.Errorf("seed %d: mean time to fail %.2fx of off's; %.2f attempts per request, %.2f without", seed, ratio, mOn.attemptsPerRequest, mOff.attemptsPerRequest)
+		}
 	}
+}
+
+// meanLatency returns the mean time a run's requests took, in seconds.
+func meanLatency(res fleetResult) float64 {
+	var sum time.Duration
+	for _, r := range res.requests {
+		sum += r.latency
+	}
+	return sum.Seconds() / float64(len(res.requests))
 }
 
 // TestRandomFailuresWithClosedLoopWorkers: workers sharing a Transport
@@ -589,7 +615,7 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		budget := &Budget{Burst: 5, Ratio: -1, Reserve: -1}
 		up := time.Now().Add(time.Second)
-		var held, refused, refusedHeld atomic.Int32
+		var held, refused, refusedHeld, lifeOver atomic.Int32
 		var wasHeld sync.Map // requests held, then let through
 		var mu sync.Mutex
 		least := 1.0
@@ -613,6 +639,9 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 				}
 			},
 			OnGiveUp: func(e RetryEvent) {
+				if e.Stop == StopHostGate {
+					lifeOver.Add(1) // its own backoff ran out before the host came back
+				}
 				if e.Stop == StopBudget {
 					refused.Add(1)
 					if _, ok := wasHeld.Load(e.Request); ok || e.Held > 0 {
@@ -646,9 +675,10 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 		resp.Body.Close()
 		wg.Wait()
 		// The requests that failed once the budget was dry are refused
-		// before they wait; every one held before is let through.
-		if held.Load() < 50 || least >= 1 || refusedHeld.Load() > 0 || ok.Load()+refused.Load() != 150 {
-			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget, %d of them after a hold; %d of 150 succeeded", held.Load(), least, refused.Load(), refusedHeld.Load(), ok.Load())
+		// before they wait; every one held before is let through, unless
+		// its own backoff ran out before the host came back.
+		if held.Load() < 50 || least >= 1 || refusedHeld.Load() > 0 || ok.Load()+refused.Load()+lifeOver.Load() != 150 || lifeOver.Load() > 5 {
+			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget, %d of them after a hold; %d gave up as their backoff ran out; %d of 150 succeeded", held.Load(), least, refused.Load(), refusedHeld.Load(), lifeOver.Load(), ok.Load())
 		}
 	})
 }
