@@ -42,6 +42,15 @@ func SequentialPreset() Scenario {
 	return s
 }
 
+// ConcurrentDownPreset is SequentialPreset from four goroutines at once,
+// five calls each: whether a system that holds retries back when several
+// requests fail together makes each call wait longer for its failure.
+func ConcurrentDownPreset() Scenario {
+	s := SequentialPreset()
+	s.Workers, s.Calls = 4, 5
+	return s
+}
+
 // BurstPreset is 200 goroutines that share one client and start
 // together against a host that is down for its first second and then
 // serves everything: how fast a system lets the backlog through once the

@@ -35,6 +35,9 @@ func TestPresets(t *testing.T) {
 	if sc, _ := Preset(RandomClosed, 0.6); sc.FailRate != 0.6 || sc.Workers != 8 || sc.RequestTimeout != 5*time.Second {
 		t.Errorf("random-closed at 60%%: fail rate %v, %d workers, timeout %v", sc.FailRate, sc.Workers, sc.RequestTimeout)
 	}
+	if sc := ConcurrentDownPreset(); sc.Mode != Sequential || sc.Workers != 4 || sc.Calls != 5 || sc.Validate() != nil {
+		t.Errorf("concurrent-down: mode %s, %d workers, %d calls", sc.Mode, sc.Workers, sc.Calls)
+	}
 	if sc := SequentialPreset(); sc.Calls != 4 || sc.Params != (bench.Params{MaxRetries: 5, BaseDelay: 200 * ms, MaxDelay: 2 * time.Second}) {
 		t.Errorf("sequential: %d calls, %+v", sc.Calls, sc.Params)
 	}
@@ -272,6 +275,13 @@ func TestDriversOnLoopback(t *testing.T) {
 	m := runOne(seq, naive).Metrics
 	if m.Requests != 3 || m.Attempts != 18 || !slices.Equal(m.CallAttempts, []int{6, 6, 6}) || m.Success != 0 {
 		t.Errorf("sequential, naive loop: %d requests, %d attempts, by call %v, success %v", m.Requests, m.Attempts, m.CallAttempts, m.Success)
+	}
+
+	conc := ConcurrentDownPreset()
+	conc.Calls = 2 // 4 goroutines × 2 calls
+	m = runOne(conc, naive).Metrics
+	if m.Requests != 8 || m.Attempts != 48 || m.Success != 0 {
+		t.Errorf("concurrent-down, naive loop: %d requests, %d attempts, success %v", m.Requests, m.Attempts, m.Success)
 	}
 
 	long := RetryAfterLongPreset()

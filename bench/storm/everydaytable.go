@@ -25,8 +25,8 @@ var everydayTables = map[Mode]func(io.Writer, Results){
 // RetryAfterHerd, a fleet, has the fleet's line (Describe).
 var everydayDescriptions = map[Mode]func(Scenario) string{
 	Sequential: func(sc Scenario) string {
-		return fmt.Sprintf("Mode sequential: one client, one goroutine, %d calls in a row to a host that always answers 503; %s.",
-			sc.Calls, policyText(sc))
+		return fmt.Sprintf("Mode sequential: one client, %d goroutine(s), %d calls in a row each to a host that always answers 503; %s.",
+			max(sc.Workers, 1), sc.Calls, policyText(sc))
 	},
 	Burst: func(sc Scenario) string {
 		return fmt.Sprintf("Mode burst: one client shared by %d goroutines that start together; the host answers 503 from %s to %s, "+

@@ -78,11 +78,11 @@ type Scenario struct {
 	// Clients is the number of client instances, each with its own
 	// system instance and connection pool (1 in the single-client modes).
 	Clients int
-	// Workers is the goroutines that share the one client in Burst and
-	// RandomClosed.
+	// Workers is the goroutines that share the one client in Burst,
+	// RandomClosed and Sequential (where zero means one).
 	Workers int
-	// Calls is the logical requests made in a row in Sequential and
-	// RetryAfterLong.
+	// Calls is the logical requests made in a row in Sequential (by each
+	// worker) and RetryAfterLong.
 	Calls int
 	// RetryAfter is the Retry-After the server sends, in whole seconds:
 	// on RetryAfterLong's 429s, and on RetryAfterHerd's 503s when

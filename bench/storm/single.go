@@ -5,12 +5,19 @@ import "sync"
 // The drivers of the single-client modes: every one sends through
 // f.clients[0], the one RoundTripper a newcomer builds and shares.
 
-// inRow makes Scenario.Calls calls one after the other from one
-// goroutine, each sent as soon as the one before has its answer.
+// inRow makes Scenario.Calls calls one after the other from each of
+// Scenario.Workers goroutines (one when zero), each sent as soon as the
+// one before has its answer.
 func (f *fleet) inRow() {
-	for range f.sc.Calls {
-		f.do(f.clients[0], f.since())
+	var wg sync.WaitGroup
+	for range max(f.sc.Workers, 1) {
+		wg.Go(func() {
+			for range f.sc.Calls {
+				f.do(f.clients[0], f.since())
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // burst starts Scenario.Workers goroutines that wait at a gate, opens it,

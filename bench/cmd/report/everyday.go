@@ -14,6 +14,7 @@ import (
 func everydayRuns() []stormRun {
 	runs := []stormRun{
 		{"sequential", "Sequential calls to a host that is down", "One goroutine calls a host that always answers 503, several times in a row: how long each call waits for nothing, and whether later calls learn from earlier ones.", storm.SequentialPreset()},
+		{"concurrent-down", "Concurrent calls to a host that is down", "Four goroutines share one client and call a host that always answers 503, five times each: whether holding retries back when requests fail together makes any call wait longer for its failure.", storm.ConcurrentDownPreset()},
 		{"burst", "A burst on one client while the host is down", "200 goroutines share one client and start together while the host is down for a second: what they send to the dead host, and how soon the backlog is through once it is back.", storm.BurstPreset()},
 	}
 	for _, f := range storm.RandomClosedRates {

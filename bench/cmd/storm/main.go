@@ -32,7 +32,7 @@ func main() {
 	smoke := flag.Bool("smoke", false, "a run of a few seconds for CI: a small fleet and a short outage")
 	mode := flag.String("mode", string(f.Mode), "one of: "+modes())
 	flag.IntVar(&f.Clients, "clients", f.Clients, "client instances, each with its own transport and pool")
-	flag.IntVar(&f.Workers, "workers", f.Workers, "goroutines sharing the one client (burst, random-closed)")
+	flag.IntVar(&f.Workers, "workers", f.Workers, "goroutines sharing the one client (burst, random-closed, sequential)")
 	flag.IntVar(&f.Calls, "calls", f.Calls, "calls in a row (sequential, retry-after-long)")
 	flag.Float64Var(&f.Rate, "rate", f.Rate, "logical requests per second, all clients together")
 	flag.Float64Var(&f.Capacity, "capacity", f.Capacity, "requests per second the server serves; 0 means no limit (single-client modes)")
