@@ -18,14 +18,14 @@ const (
 	downAfter = 16
 	// flowGaps: fresh requests have stopped once none came for this many
 	// of their usual gaps, which random arrivals exceed one time in 3,000
-	// (load in the default storm's outage 1.41x, 1.49x at 4 gaps; peak
-	// after a Retry-After herd 1.06x of capacity, 1.15x at 4).
+	// (load in the default storm's outage 1.47x, 1.62x at 4 gaps; peak
+	// after a Retry-After herd 1.05x of capacity, 1.15x at 4).
 	flowGaps = 8
 	// gapWeight: the usual gap is a moving average over about this many.
 	gapWeight = 8
 	// shareStep: a failure halves the share, never below this part of
 	// ReleaseShare, and each answer grows it back by as much (with 12%
-	// spare capacity, peak after an outage 2.7x of capacity; 3.4x with a
+	// spare capacity, peak after an outage 1.84x of capacity; 2.24x with a
 	// fixed share).
 	shareStep = 1.0 / 8
 )

@@ -10,7 +10,7 @@ import (
 // DefaultReleaseShare is what each answer of a recovering host earns its
 // held retries: a quarter of a release, which returns a fleet's backlog
 // within the host's spare capacity (peak after the storm simulator's
-// outage 1.08x of capacity; 1.9x at a half).
+// outage 1.04x of capacity; 1.47x at a half).
 const DefaultReleaseShare = 0.25
 
 // StormControl keeps the retries of many requests from making an outage
