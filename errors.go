@@ -46,11 +46,11 @@ const (
 	StopInvalid
 	// StopBudget: the retry budget (Transport.Budget) had no retry left.
 	StopBudget
-	// StopHostGate: storm control held the retry (see StormControl) until
-	// the limit of its hold: the deadline, MaxElapsed, the end of the
-	// request's own backoff while the host kept failing (its last retry,
-	// if sent then, failed too), or MaxRetries times MaxDelay once the
-	// host answered.
+	// StopHostGate: storm control held the request's retries (see
+	// StormControl) until the limit of its hold: the deadline, MaxElapsed,
+	// the end of the life its own backoff gave it (its last retry, if sent
+	// then, failed too), or MaxRetries times MaxDelay once the host
+	// answered.
 	StopHostGate
 	// StopBodyTooLarge: the request body was longer than MaxBufferedBody
 	// and had no GetBody, so it was sent once, streamed, and cannot be

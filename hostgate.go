@@ -61,13 +61,14 @@ type host struct {
 // member is one retrying request of a host.
 type member struct {
 	h                 *host
-	toldWait          bool                 // its latest failure came with a Retry-After
-	waiting, released bool                 // held in line; let go by the line's credit
-	probe             bool                 // went on its own into a host that is down: the budget is asked again
-	pace              func() time.Duration // draws its own first backoff: while the host is down, the line's probes are that far apart
-	wake              chan struct{}        // nudged when it should look at the host again
-	spent             int                  // retries charged to the budget
-	giveUp            time.Time            // when its own backoff, drawn at its first hold, gives up
+	toldWait          bool          // its latest failure came with a Retry-After
+	waiting, released bool          // held in line; let go by the line's credit
+	probe             bool          // went on its own into a host that is down: the budget is asked again
+	pace              time.Duration // its own first backoff step, at its mean: after it fails a probe, the next is that far off
+	wake              chan struct{} // nudged when it should look at the host again
+	spent             int           // retries charged to the budget
+	giveUp            time.Time     // when its own backoff, drawn at its first hold, gives up
+	unkept            bool          // its last response could not be kept: its last retry is sent, to have one to return
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
@@ -76,6 +77,15 @@ func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 // own backoff gave it when it was first held (see stormState.hold).
 func (m *member) outlived(now time.Time) bool {
 	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
+}
+
+// lifeLeft fits a wait of d at now into m's life: it ends no later than the
+// life does, when the last retry goes; over reports that the life is over.
+func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
+	if m.giveUp.IsZero() {
+		return d, false
+	}
+	return min(d, m.giveUp.Sub(now)), m.outlived(now)
 }
 
 // nudge wakes m without blocking; one pending nudge is enough.
@@ -184,8 +194,8 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 		return
 	}
 	pace := h.gap
-	if failed && m.pace != nil {
-		pace = max(pace, m.pace())
+	if failed {
+		pace = max(pace, m.pace)
 	}
 	h.probing, h.nextProbe = nil, now.Add(pace)
 	h.nudgeFirst()
@@ -250,22 +260,25 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time, up boo
 }
 
 // next decides whether the held m goes at now: released by the line's
-// credit, or as the probe, the oldest, once fresh requests have stopped;
-// otherwise it says when to look again. h.mu is held.
+// credit; as its own backoff's last retry, its life over and the host
+// down; or as the line's probe, the oldest held, once fresh requests have
+// stopped, no other probe is out and the pace allows. Otherwise it says
+// when to look again (zero: when nudged). h.mu is held.
 func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	h.release(now)
-	down := h.silent >= downAfter
+	down, flowing := h.silent >= downAfter, h.gaps > 0 && now.Before(h.flowEnd())
 	switch {
 	case m.released:
 		m.released, m.probe = false, false
 		return true, time.Time{}
+	case down && m.outlived(now) && (!flowing || m.unkept): // its own backoff's last retry, when that backoff would send it
+		m.waiting, m.probe = false, true
+		h.nudgeFirst()
+		return true, time.Time{}
 	case now.Before(h.notBefore):
 		return false, h.notBefore
-	case h.gaps > 0 && now.Before(h.flowEnd()):
+	case flowing:
 		return false, h.flowEnd() // fresh requests keep coming: they probe for the line
-	case down && m.outlived(now): // its own backoff's last retry, sent when that backoff would send it
-		m.waiting, m.probe = false, true
-		return true, time.Time{}
 	case h.probing != nil:
 		return false, time.Time{}
 	case m != h.firstWaiting():
@@ -291,8 +304,8 @@ func (h *host) abandon(m *member, now time.Time) {
 	h.nudgeFirst()
 }
 
-// leave ends m's membership: its request is over. A new oldest is nudged,
-// as it may now probe; a host with no request retrying is forgotten.
+// leave ends m's membership: its request is over. When it was the line's
+// probe, the next may go; a host with no request retrying is forgotten.
 func (s *hostSet) leave(m *member) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

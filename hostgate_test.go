@@ -61,7 +61,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 		if !h.ask(m, at(5)) {
 			t.Fatal("a retry probed while fresh requests were still coming (5 ms after the last)")
 		}
-		m.pace = func() time.Duration { return 50 * time.Millisecond }
+		m.pace = 50 * time.Millisecond
 	}
 	stopped := at(3 + flowGaps) // eight gaps of 1 ms after the last
 	if send, wake, _ := h.poll(ms[0], at(5)); send || !wake.Equal(stopped) {
@@ -240,5 +240,34 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 	s.answered("h", nil, true)
 	if len(s.m) != 0 {
 		t.Error("an answer created state")
+	}
+}
+
+func TestGateLastRetryNudgesTheNextInLine(t *testing.T) {
+	s, ms := failing(3)
+	h := ms[0].h
+	for _, m := range ms {
+		m.pace = 50 * time.Millisecond
+	}
+	if h.ask(ms[0], at(100)) {
+		t.Fatal("the oldest did not probe once fresh requests stopped")
+	}
+	if !h.ask(ms[1], at(101)) || !h.ask(ms[2], at(101)) {
+		t.Fatal("a retry went while the probe was out")
+	}
+	ms[1].giveUp, ms[2].giveUp = at(120), at(10_000)
+	s.failed("h", ms[0], false, at(110), time.Time{}) // the next probe is due at 160 ms
+	h.poll(ms[2], at(110))
+	select {
+	case <-ms[2].wake:
+	default:
+	}
+	if send, _, _ := h.poll(ms[1], at(120)); !send {
+		t.Fatal("ms[1]'s last retry was not sent at the end of its own backoff")
+	}
+	select {
+	case <-ms[2].wake:
+	default:
+		t.Error("the next in line was not nudged when the one before it left for its last retry")
 	}
 }

@@ -173,21 +173,22 @@ func retryHorizon(p Policy) time.Duration {
 }
 
 // rest draws the waits after retry n, as the request's own backoff would
-// wait them, prev being the wait before retry n; u gives the random values
-// (0.5 gives their mean). Waits that would end past within are not taken,
-// as a request does not start a wait that ends past its deadline. It
-// returns zero when there are none.
-func (p Policy) rest(n int, prev time.Duration, u func() float64, within time.Duration) time.Duration {
+// wait them, prev being the wait before retry n and each at least floor
+// (a Retry-After's); u gives the random values (0.5 gives their mean).
+// Waits that would end past within are not taken, as a request does not
+// start a wait that ends past its deadline. It returns zero when there are
+// none.
+func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within time.Duration) time.Duration {
 	var sum time.Duration
 	for k := n + 1; k <= p.retries(); k++ {
 		if k-n > 64 { // the steps are at the cap by now: the rest at its mean
-			d := p.Delay(k, prev, 0.5)
+			d := max(p.Delay(k, prev, 0.5), floor)
 			if d == 0 {
 				return sum
 			}
 			return sum + min(time.Duration(p.retries()-k+1), (within-sum)/d)*d
 		}
-		d := p.Delay(k, prev, u())
+		d := max(p.Delay(k, prev, u()), floor)
 		if d >= within-sum {
 			return sum
 		}

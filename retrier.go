@@ -13,14 +13,16 @@ import (
 // retrier is one logical request's state between its attempts: what
 // decides, and waits out, each retry.
 type retrier struct {
-	t     *Transport
-	req   *http.Request
-	st    *stormState
-	m     *member       // storm control's view of the request, from its first retryable failure
-	start time.Time     // when RoundTrip began; set only with MaxElapsed
-	prev  time.Duration // the previous own wait, for decorrelated jitter
-	ok    bool          // the request ends in the host's answer
-	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
+	t      *Transport
+	req    *http.Request
+	st     *stormState
+	m      *member       // storm control's view of the request, from its first retryable failure
+	start  time.Time     // when RoundTrip began; set only with MaxElapsed
+	prev   time.Duration // the previous own wait, for decorrelated jitter
+	ok     bool          // the request ends in the host's answer
+	pol    *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
+	floor  time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
+	unkept bool          // the last response could not be kept to return (see lastOutcome)
 }
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
@@ -59,9 +61,6 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if n > r.pol.retries() {
 		return 0, StopExhausted
 	}
-	if r.m.outlived(now) {
-		return 0, StopHostGate
-	}
 	wait := r.pol.Delay(n, r.prev, t.random())
 	if hasFloor {
 		if floor > t.maxRetryAfter() {
@@ -69,17 +68,33 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		}
 		wait = max(wait, spreadUp(floor, t.random()))
 	}
-	if d, ok := r.req.Context().Deadline(); ok && wait >= d.Sub(now) {
-		return 0, StopDeadline
+	if !hasFloor { // a Retry-After lengthens the life instead (see stormState.hold)
+		var over bool
+		if wait, over = r.m.lifeLeft(now, wait); over {
+			return 0, StopHostGate
+		}
 	}
-	if t.MaxElapsed > 0 && wait >= r.start.Add(t.MaxElapsed).Sub(now) {
-		return 0, StopMaxElapsed
+	if stop := r.cutShort(now, wait); stop != StopNone {
+		return 0, stop
 	}
-	if !r.st.allows(now) {
-		return 0, StopBudget
-	}
-	r.prev = wait
+	r.prev, r.floor = wait, floor
 	return wait, StopNone
+}
+
+// cutShort says why a wait of d from now is not started: it would end past
+// the deadline or MaxElapsed, or the budget has no retry left.
+func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
+	end := now.Add(d)
+	if dl, ok := r.req.Context().Deadline(); ok && !end.Before(dl) {
+		return StopDeadline
+	}
+	switch {
+	case r.t.MaxElapsed > 0 && !end.Before(r.start.Add(r.t.MaxElapsed)):
+		return StopMaxElapsed
+	case !r.st.allows(now):
+		return StopBudget
+	}
+	return StopNone
 }
 
 // wait waits before retry n: its own backoff, then any hold of storm
@@ -110,8 +125,8 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
-	pol, random := *r.pol, r.t.random
-	lim := holdLimits{up: addCapped(due, retryHorizon(pol)), pace: func() time.Duration { return pol.Delay(1, 0, random()) }}
+	pol := *r.pol
+	lim := holdLimits{up: addCapped(due, retryHorizon(pol)), pace: pol.Delay(1, 0, 0.5), unkept: r.unkept}
 	if d, ok := r.req.Context().Deadline(); ok {
 		lim.hard = d
 	}
@@ -126,8 +141,8 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		// Drawn only for a retry that is held, so that a lone request's
 		// waits use the same random values as with storm control off. The
 		// closure takes copies, not r: r must stay on RoundTrip's stack.
-		prev, random := r.prev, r.t.random
-		lim.rest = func() time.Duration { return pol.rest(n, prev, random, within) }
+		prev, floor, random := r.prev, r.floor, r.t.random
+		lim.rest = func() time.Duration { return pol.rest(n, prev, floor, random, within) }
 	}
 	return lim
 }
@@ -154,6 +169,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	if resp != nil {
 		last.body, last.kept = drainKeeping(resp)
 	}
+	r.unkept = !last.kept
 	return last
 }
 

@@ -23,20 +23,21 @@ const DefaultReleaseShare = 0.25
 // to wait). Held retries wait in line, oldest request first. While fresh
 // requests keep coming they probe the host for the line; when they stop,
 // the held retries probe in turn, one at a time, each once the last one's
-// outcome is known and, while the host is down, one first backoff step of
-// its own later. Each answer of the host earns the line ReleaseShare of a
+// outcome is known, and after a failed probe one first backoff step (its
+// mean) later. Each answer of the host earns the line ReleaseShare of a
 // release (halved by a failure and grown back by answers, as TCP's window
-// is). Nothing in line goes before a Retry-After's date. While the host is
-// down a held request keeps the life its own backoff gives it: it ends
-// when that backoff would have sent its last retry, sending it then
-// unless fresh requests are probing, so a host that stays down fails it
-// no later than without storm control, after fewer attempts. Once the
-// host answers, a held retry waits for its release at most MaxRetries
-// times MaxDelay. No hold outlasts the request's deadline or MaxElapsed.
-// A request whose hold runs out returns its last outcome with
-// StopHostGate; when that is a response whose body could not be kept in
-// memory (over 64 KiB, or still arriving after 100 ms), an *Error that
-// names its status instead.
+// is). Nothing in line goes before a Retry-After's date. A request that
+// has been held keeps the life its own backoff gives it, as a Retry-After
+// lengthens it: its life ends when that backoff would have sent its last
+// retry, and its last retry goes then if the host is still down, unless
+// fresh requests are probing and its last response can be returned; so a
+// host that stays down fails it no later than without storm control,
+// after fewer attempts. Once the host answers, a held retry waits for its
+// release at most MaxRetries times MaxDelay. No hold outlasts the
+// request's deadline or MaxElapsed. A request whose life or hold runs out
+// returns its last outcome with StopHostGate; when that is a response
+// whose body could not be kept in memory (over 64 KiB, or still arriving
+// after 100 ms), an *Error that names its status instead.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -180,8 +181,10 @@ func (st *stormState) end(m *member, answered bool) {
 // be waited (rest; nil when none is left, so that the retry cannot be
 // held), and a draw of its first backoff step (pace).
 type holdLimits struct {
-	hard, up   time.Time
-	rest, pace func() time.Duration
+	hard, up time.Time
+	rest     func() time.Duration
+	pace     time.Duration
+	unkept   bool // the last response could not be kept to return
 }
 
 // capped returns t, or the hard limit when that comes first.
@@ -205,19 +208,14 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	if st.hosts == nil || lim.rest == nil {
 		return false, StopNone
 	}
-	m.pace = lim.pace
+	m.pace, m.unkept = lim.pace, lim.unkept
 	if !m.h.ask(m, now) {
 		return false, st.probing(m, now)
 	}
-	// While the host keeps failing, a held request keeps the life its own
-	// backoff would have had: drawn at its first hold, its last retry is
-	// sent when that backoff would have sent it, and a hold after that
-	// gives up at once.
-	if m.giveUp.IsZero() {
-		m.giveUp = now.Add(lim.rest())
-	} else if m.outlived(now) {
-		m.h.abandon(m, now)
-		return false, StopHostGate
+	// A held request keeps the life its own backoff gives it, drawn at its
+	// first hold, and lengthened by a Retry-After as its backoff would be.
+	if m.giveUp.IsZero() || m.toldWait {
+		m.giveUp = laterOf(m.giveUp, now.Add(lim.rest()))
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
@@ -239,6 +237,9 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 		}
 		if wake.IsZero() || wake.After(end) {
 			wake = end
+		}
+		if now.Before(m.giveUp) && m.giveUp.Before(wake) {
+			wake = m.giveUp // the host may be down again by then
 		}
 		timer.Reset(wake.Sub(now))
 		select {

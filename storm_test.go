@@ -301,10 +301,11 @@ func TestHeldRetryReturnsItsTransportErrorAtTheDeadline(t *testing.T) {
 }
 
 // TestCancelEndsAHoldAtOnce: cancelling a held request's context returns
-// at once with the context's error.
+// at once with the context's error. The backoff has no jitter, so that no
+// request's own backoff runs out before the cancel.
 func TestCancelEndsAHoldAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{Random: seeded(1), Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+		tr := &Transport{Policy: Policy{Jitter: JitterNone}, Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
 		ctx, cancel := context.WithCancel(context.Background())
 		var heldCanceled atomic.Int32
 		tr.OnGiveUp = func(e RetryEvent) {
@@ -335,43 +336,48 @@ func TestCancelEndsAHoldAtOnce(t *testing.T) {
 }
 
 // TestRetryWithALongBodyIsHeldToo: a retry whose last response's body was
-// too long to keep is held like any other; when its hold runs out, the
-// request returns an *Error naming that response instead of it.
+// too long to keep is held like any other, and its last retry is sent when
+// its own backoff would send it, even while fresh requests probe the host,
+// so that the caller gets a 503 as a response, body whole, as without
+// storm control: with or without a deadline.
 func TestRetryWithALongBodyIsHeldToo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		long := strings.Repeat("x", drainLimit+1)
-		var held atomic.Int32
-		tr := &Transport{
-			Random:  seeded(1),
-			Base:    roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, long), nil }),
-			OnRetry: func(e RetryEvent) { held.Add(int32(e.Held)) },
-		}
-		var wg sync.WaitGroup
-		var notKept atomic.Int32
-		for i := range 40 { // fresh requests every 50 ms: they probe for the held
-			wg.Go(func() {
-				time.Sleep(time.Duration(i) * 50 * time.Millisecond)
-				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil))
-				if err != nil {
-					var e *Error
-					if !errors.As(err, &e) || e.Reason != StopHostGate || !errors.Is(err, errLastNotKept) || !strings.Contains(err.Error(), "503") {
-						t.Errorf("got %v, want an *Error naming the last 503", err)
+	for _, deadline := range []time.Duration{0, 1500 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			long := strings.Repeat("x", drainLimit+1)
+			var held atomic.Int64
+			tr := &Transport{
+				Random:  seeded(1),
+				Base:    roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, long), nil }),
+				OnRetry: func(e RetryEvent) { held.Add(int64(e.Held)) },
+			}
+			var wg sync.WaitGroup
+			for i := range 40 { // fresh requests every 50 ms: they probe for the held
+				wg.Go(func() {
+					time.Sleep(time.Duration(i) * 50 * time.Millisecond)
+					ctx := context.Background()
+					if deadline > 0 {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, deadline)
+						defer cancel()
 					}
-					notKept.Add(1)
-					return
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if len(body) != len(long) {
-					t.Errorf("last body of %d bytes, want %d", len(body), len(long))
-				}
-			})
-		}
-		wg.Wait()
-		if notKept.Load() == 0 {
-			t.Error("no hold of a long-bodied retry ran out: the test did not reach its case")
-		}
-	})
+					resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil).WithContext(ctx))
+					if err != nil {
+						t.Errorf("deadline %v: got %v, want the 503", deadline, err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 503 || len(body) != len(long) {
+						t.Errorf("status %d, last body of %d bytes, want 503 and %d", resp.StatusCode, len(body), len(long))
+					}
+				})
+			}
+			wg.Wait()
+			if held.Load() == 0 {
+				t.Errorf("deadline %v: nothing held: the test did not reach its case", deadline)
+			}
+		})
+	}
 }
 
 // TestOnRetryWaitsAddUp: every request's reported waits, OnRetry's and
@@ -739,4 +745,48 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 			t.Errorf("%d retries sent into the outage, stops %v; want the budget to stop the line's probes", retries.Load(), stops)
 		}
 	})
+}
+
+// TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl: a host
+// answers 503 with Retry-After: 1 for 4 s, then 200. A held request's life
+// is its own backoff as a Retry-After lengthens it, so storm control
+// rescues as many requests as plain backoff, whatever their number.
+func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
+	run := func(c StormControl, workers int, seed uint64) (ok int) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			tr := &Transport{Storm: c, Random: seeded(seed), Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				time.Sleep(time.Millisecond)
+				if time.Since(start) < 4*time.Second {
+					resp := response(503, "down")
+					resp.Header.Set("Retry-After", "1")
+					return resp, nil
+				}
+				return response(200, "ok"), nil
+			})}
+			var wg sync.WaitGroup
+			var good atomic.Int32
+			for i := range workers {
+				wg.Go(func() {
+					time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+					if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil)); err == nil {
+						if resp.StatusCode == 200 {
+							good.Add(1)
+						}
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			ok = int(good.Load())
+		})
+		return ok
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		for _, workers := range []int{4, 20} {
+			if on, off := run(StormControl{}, workers, seed), run(stormOff, workers, seed); on < off {
+				t.Errorf("seed %d, %d workers: %d rescued with storm control, %d without", seed, workers, on, off)
+			}
+		}
+	}
 }
