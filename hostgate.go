@@ -56,6 +56,7 @@ type host struct {
 	notBefore time.Time     // Retry-After: nothing held goes earlier
 	nextProbe time.Time     // fresh requests stopped: the next probe goes no earlier
 	probing   *member       // the line's probe whose outcome is awaited
+	took      time.Duration // how long its latest failed retry took
 }
 
 // member is one retrying request of a host.
@@ -67,8 +68,15 @@ type member struct {
 	pace              time.Duration // its own first backoff step, at its mean: after it fails a probe, the next is that far off
 	wake              chan struct{} // nudged when it should look at the host again
 	spent             int           // retries charged to the budget
-	giveUp            time.Time     // when its own backoff, drawn at its first hold, gives up
 	unkept            bool          // its last response could not be kept: its last retry is sent, to have one to return
+	sent              time.Time     // when its latest retry went
+	// Its life, drawn at its first hold (see stormState.hold): when its
+	// own waits end, and the attempts it would send meanwhile, each
+	// taking as long as the host's latest failed retry took. giveUp is
+	// when its own backoff would send its last retry, kept by h.mu.
+	waitsEnd time.Time
+	attempts int
+	giveUp   time.Time
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
@@ -117,6 +125,10 @@ func (s *hostSet) failed(name string, m *member, first bool, now, notBefore time
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !m.sent.IsZero() {
+		h.took = now.Sub(m.sent)
+	}
+	h.live(m)
 	m.toldWait = !notBefore.IsZero()
 	h.silent++
 	h.heard(m, now, true)
@@ -201,6 +213,13 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	h.nudgeFirst()
 }
 
+// live updates m's giveUp to the host's latest attempt time. h.mu is held.
+func (h *host) live(m *member) {
+	if !m.waitsEnd.IsZero() {
+		m.giveUp = addCapped(m.waitsEnd, time.Duration(min(int64(m.attempts), int64(maxDuration/max(h.took, 1))))*h.took)
+	}
+}
+
 // firstWaiting returns the oldest retry held in line, or nil. h.mu is held.
 func (h *host) firstWaiting() *member {
 	for _, m := range h.members {
@@ -265,6 +284,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time, up boo
 // stopped, no other probe is out and the pace allows. Otherwise it says
 // when to look again (zero: when nudged). h.mu is held.
 func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
+	h.live(m)
 	h.release(now)
 	down, flowing := h.silent >= downAfter, h.gaps > 0 && now.Before(h.flowEnd())
 	switch {

@@ -116,6 +116,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	end := time.Now()
 	if stop == StopNone {
 		r.st.sent(r.m, end)
+		r.m.sent = end
 	}
 	if wasHeld {
 		held = end.Sub(due)
@@ -126,7 +127,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
 	pol := *r.pol
-	lim := holdLimits{up: addCapped(due, retryHorizon(pol)), pace: pol.Delay(1, 0, 0.5), unkept: r.unkept}
+	lim := holdLimits{up: addCapped(due, retryHorizon(pol)), pace: pol.Delay(1, 0, 0.5), attempts: pol.retries() - n, unkept: r.unkept}
 	if d, ok := r.req.Context().Deadline(); ok {
 		lim.hard = d
 	}

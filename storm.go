@@ -184,6 +184,7 @@ type holdLimits struct {
 	hard, up time.Time
 	rest     func() time.Duration
 	pace     time.Duration
+	attempts int  // the attempts its own backoff sends before its last
 	unkept   bool // the last response could not be kept to return
 }
 
@@ -214,8 +215,8 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	}
 	// A held request keeps the life its own backoff gives it, drawn at its
 	// first hold, and lengthened by a Retry-After as its backoff would be.
-	if m.giveUp.IsZero() || m.toldWait {
-		m.giveUp = laterOf(m.giveUp, now.Add(lim.rest()))
+	if m.waitsEnd.IsZero() || m.toldWait {
+		m.waitsEnd, m.attempts = laterOf(m.waitsEnd, now.Add(lim.rest())), lim.attempts
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)

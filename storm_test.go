@@ -485,6 +485,25 @@ func TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl(t *testing
 	}
 }
 
+// TestSlowFailuresLengthenAHeldRequestsLife: when each failed attempt
+// takes long (here 400 ms, as a host that times out does), a request's own
+// backoff takes that long for every attempt it sends, so a held request,
+// which sends fewer, keeps the same life: twenty goroutines rescued by a
+// host that returns after 4 s are as many as without storm control.
+func TestSlowFailuresLengthenAHeldRequestsLife(t *testing.T) {
+	const seeds = 8
+	var okOn, okOff float64
+	for seed := uint64(1); seed <= seeds; seed++ {
+		sc := fleetScenario{workers: 20, calls: 1, down: [2]time.Duration{0, 4 * time.Second}, duration: time.Second,
+			timeout: time.Minute, latency: 400 * time.Millisecond, seed: seed}
+		okOn += runFleet(t, sc, StormControl{}).metrics().success / seeds
+		okOff += runFleet(t, sc, stormOff).metrics().success / seeds
+	}
+	if okOn < okOff-0.02 {
+		t.Errorf("%.1f%% rescued with storm control, %.1f%% without", 100*okOn, 100*okOff)
+	}
+}
+
 // meanLatency returns the mean time a run's requests took, in seconds.
 func meanLatency(res fleetResult) float64 {
 	var sum time.Duration
