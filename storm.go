@@ -28,8 +28,8 @@ const DefaultReleaseShare = 0.25
 // release (halved by a failure and grown back by answers, as TCP's window
 // is). Nothing in line goes before a Retry-After's date. A request that
 // has been held keeps the life its own backoff gives it, as a Retry-After
-// lengthens it: its life ends when that backoff would have sent its last
-// retry, and its last retry goes then if the host is still down, unless
+// lengthens it and with the time its attempts would take: its life ends
+// when that backoff would have sent its last retry, and its last retry goes then if the host is still down, unless
 // fresh requests are probing and its last response can be returned; so a
 // host that stays down fails it no later than without storm control,
 // after fewer attempts. Once the host answers, a held retry waits for its
