@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -78,4 +79,45 @@ func TestTuneReleaseShare(t *testing.T) {
 			t.Logf("share %.2f %-10s %v", share, name, m)
 		}
 	}
+}
+
+// TestTuneLifeBound prints the success a design that keeps every request
+// to its own backoff's life can reach at most, for the default fleet and
+// the burst of docs/storm-control.md: a request that arrives during the
+// outage is rescued only if its life (its waits, and its attempts at the
+// scenario's latency) outlasts the outage. Set HTTPRETRY_TUNE=1 to run it.
+func TestTuneLifeBound(t *testing.T) {
+	if os.Getenv("HTTPRETRY_TUNE") == "" {
+		t.Skip("set HTTPRETRY_TUNE=1")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	life := func(p Policy, latency time.Duration) time.Duration {
+		var sum, prev time.Duration
+		for n := 1; n <= p.retries(); n++ {
+			prev = p.Delay(n, prev, r.Float64())
+			sum += prev + latency
+		}
+		return sum + latency
+	}
+	bound := func(sc fleetScenario) float64 {
+		const draws = 400_000
+		lost := 0 // arrivals spread evenly over the outage
+		outage := sc.down[1] - sc.down[0]
+		for range draws {
+			arrival := sc.down[0] + time.Duration(r.Float64()*float64(outage))
+			if arrival+life(sc.policy, sc.latency) < sc.down[1] {
+				lost++
+			}
+		}
+		return 1 - float64(lost)/draws*min(float64(outage)/float64(sc.duration), 1)
+	}
+	fleet, equal := defaultFleet(), defaultFleet()
+	equal.policy.Jitter = JitterEqual
+	burstLost := 0 // the burst's requests all start as the blip does
+	for range 400_000 {
+		if life(Policy{}, time.Millisecond) < time.Second {
+			burstLost++
+		}
+	}
+	t.Logf("default fleet %.1f%%, with equal jitter %.1f%%; burst %.2f%%", 100*bound(fleet), 100*bound(equal), 100-float64(burstLost)/4000)
 }
