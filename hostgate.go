@@ -126,7 +126,7 @@ func (s *hostSet) failed(name string, m *member, first bool, now, notBefore time
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !m.sent.IsZero() {
-		h.took = now.Sub(m.sent)
+		h.took = max(now.Sub(m.sent), 0)
 	}
 	h.live(m)
 	m.toldWait = !notBefore.IsZero()
@@ -216,7 +216,7 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 // live updates m's giveUp to the host's latest attempt time. h.mu is held.
 func (h *host) live(m *member) {
 	if !m.waitsEnd.IsZero() {
-		m.giveUp = addCapped(m.waitsEnd, time.Duration(min(int64(m.attempts), int64(maxDuration/max(h.took, 1))))*h.took)
+		m.giveUp = addCapped(m.waitsEnd, times(m.attempts, h.took))
 	}
 }
 

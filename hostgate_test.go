@@ -99,9 +99,14 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	h := ms[0].h
 	h.ask(ms[0], at(10_000)) // the line's probe, its outcome awaited
 	last := ms[1]
-	last.giveUp = at(20_000)
+	// Its own waits end at 19 s; its backoff would send two attempts
+	// meanwhile, each failing after 500 ms as the host's latest retry did.
+	last.waitsEnd, last.attempts, h.took = at(19_000), 2, 500*time.Millisecond
 	if !h.ask(last, at(10_001)) {
 		t.Fatal("a retry went before its backoff's end while a probe was out")
+	}
+	if send, _, _ := h.poll(last, at(19_999)); send {
+		t.Error("its last retry went before the time of its attempts was counted")
 	}
 	if send, _, _ := h.poll(last, at(20_000)); !send || !last.probe {
 		t.Errorf("at its backoff's end, with the host down: send %v, probe %v; want its last retry sent, the budget asked", send, last.probe)

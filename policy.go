@@ -165,11 +165,15 @@ func clampUnit(u float64) float64 {
 // MaxRetries waits at the cap.
 func retryHorizon(p Policy) time.Duration {
 	_, limit := p.bounds()
-	n := time.Duration(p.retries())
-	if n > 0 && limit > maxDuration/n {
+	return times(p.retries(), limit)
+}
+
+// times returns n·d for n, d ≥ 0, maxDuration when that overflows.
+func times(n int, d time.Duration) time.Duration {
+	if n > 0 && d > maxDuration/time.Duration(n) {
 		return maxDuration
 	}
-	return n * limit
+	return time.Duration(n) * d
 }
 
 // rest draws the waits after retry n, as the request's own backoff would

@@ -140,3 +140,20 @@ func TestPolicyRest(t *testing.T) {
 		t.Errorf("rest within 500ms: %v, want 300ms, the last retry a deadline lets start", got)
 	}
 }
+
+func TestTimesSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		d    time.Duration
+		want time.Duration
+	}{
+		{3, 2 * time.Second, 6 * time.Second},
+		{0, maxDuration, 0},
+		{math.MaxInt, time.Millisecond, maxDuration},
+		{2, maxDuration/2 + 1, maxDuration},
+	} {
+		if got := times(tc.n, tc.d); got != tc.want {
+			t.Errorf("times(%d, %v) = %v, want %v", tc.n, tc.d, got, tc.want)
+		}
+	}
+}
