@@ -68,8 +68,7 @@ type member struct {
 	pace              time.Duration // its own first backoff step, at its mean: after it fails a probe, the next is that far off
 	wake              chan struct{} // nudged when it should look at the host again
 	spent             int           // retries charged to the budget
-	unkept            bool          // its last response could not be kept: its last retry is sent, to have one to return
-	sent              time.Time     // when its latest retry went
+	fromLine          bool          // its latest retry went from the line: an answer to it earns its place back
 	// Its life, drawn at its first hold (see stormState.hold): when its
 	// own waits end, and the attempts it would send meanwhile, each
 	// taking as long as the host's latest failed retry took. giveUp is
@@ -77,6 +76,7 @@ type member struct {
 	waitsEnd time.Time
 	attempts int
 	giveUp   time.Time
+	hard     time.Time // the deadline or MaxElapsed; zero when neither
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
@@ -106,10 +106,9 @@ func (m *member) nudge() {
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share, m: map[string]*host{}} }
 
-// failed records at now a retryable failure of m's request to the named
-// host, m joining its retrying requests on the first. notBefore is the
-// date of a Retry-After, zero without one.
-func (s *hostSet) failed(name string, m *member, first bool, now, notBefore time.Time) {
+// failed records f, a retryable failure of m's request to the named host,
+// m joining its retrying requests on the first.
+func (s *hostSet) failed(name string, m *member, f failure) {
 	if m.h == nil {
 		s.mu.Lock()
 		if m.h = s.m[name]; m.h == nil {
@@ -125,21 +124,21 @@ func (s *hostSet) failed(name string, m *member, first bool, now, notBefore time
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !m.sent.IsZero() {
-		h.took = max(now.Sub(m.sent), 0)
+	if !f.sent.IsZero() {
+		h.took = max(f.at.Sub(f.sent), 0)
 	}
 	h.live(m)
-	m.toldWait = !notBefore.IsZero()
+	m.toldWait, m.fromLine = !f.notBefore.IsZero(), false
 	h.silent++
-	h.heard(m, now, true)
-	if first {
-		h.noteFresh(now)
+	h.heard(m, f.at, true)
+	if f.first {
+		h.noteFresh(f.at)
 	}
 	if h.cut { // once per release, as TCP halves once per round trip: random failures do not starve the line
 		h.share, h.cut = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
 	}
-	h.notBefore = laterOf(h.notBefore, notBefore)
+	h.notBefore = laterOf(h.notBefore, f.notBefore)
 }
 
 // answered records that the named host answered a request (m is nil when
@@ -175,10 +174,13 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64) {
 		h.noteFresh(now)
 	}
 	h.heard(m, now, false)
-	h.share = min(h.share+shareStep*full, full)
-	if !now.Before(h.notBefore) {
-		h.credit += h.share // nothing earned before a Retry-After's date, or the line would return at once
+	if m != nil && m.fromLine {
+		h.credit++
+		m.fromLine = false
 	}
+	h.share = min(h.share+shareStep*full, full)
+	h.notBefore = time.Time{} // the host answers: a Retry-After told to one request no longer holds the others
+	h.credit += h.share
 	h.release(now)
 }
 
@@ -218,6 +220,9 @@ func (h *host) live(m *member) {
 	if !m.waitsEnd.IsZero() {
 		m.giveUp = addCapped(m.waitsEnd, times(m.attempts, h.took))
 	}
+	if !m.hard.IsZero() { // its last retry goes in time to fail before the deadline, as it would without a hold
+		m.giveUp = earlierOf(m.giveUp, m.hard.Add(-h.took))
+	}
 }
 
 // firstWaiting returns the oldest retry held in line, or nil. h.mu is held.
@@ -254,9 +259,9 @@ func (h *host) release(now time.Time) {
 	}
 }
 
-// ask decides at now, once m's retry has waited its own backoff, whether
-// it is held: only on evidence (see StormControl).
-func (h *host) ask(m *member, now time.Time) (held bool) {
+// ask decides, once m's retry has waited its own backoff, whether it is
+// held: only on evidence (see StormControl).
+func (h *host) ask(m *member) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.probe = false
@@ -264,49 +269,54 @@ func (h *host) ask(m *member, now time.Time) (held bool) {
 		return false // alone, or the host answers: its own backoff, exactly
 	}
 	m.waiting = true
-	send, _ := h.next(m, now)
-	return !send
+	return true
 }
 
 // poll looks at the host for the held m at now: send reports that it may
 // go; otherwise it looks again when nudged or at wake (zero: only when
-// nudged). up reports that the host answers again.
-func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time, up bool) {
+// nudged).
+func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	send, wake = h.next(m, now)
-	return send, wake, h.silent < downAfter
+	return h.next(m, now)
+}
+
+// refused puts back in line the held m, whose retry the budget refused as
+// the line's probe; the next probe goes a pace later.
+func (h *host) refused(m *member, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m.waiting, m.fromLine = true, false
+	h.heard(m, now, true)
 }
 
 // next decides whether the held m goes at now: released by the line's
-// credit; as its own backoff's last retry, its life over and the host
-// down; or as the line's probe, the oldest held, once fresh requests have
-// stopped, no other probe is out and the pace allows. Otherwise it says
-// when to look again (zero: when nudged). h.mu is held.
+// credit; as its own backoff's last retry, its life over, whatever the
+// host's state; or as the line's probe, the oldest held, once fresh
+// requests have stopped, no other probe is out and the pace allows.
+// Otherwise it says when to look again (zero: when nudged). h.mu is held.
 func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	h.live(m)
 	h.release(now)
 	down, flowing := h.silent >= downAfter, h.gaps > 0 && now.Before(h.flowEnd())
 	switch {
 	case m.released:
-		m.released, m.probe = false, false
+		m.released, m.probe, m.fromLine = false, false, true
 		return true, time.Time{}
-	case down && m.outlived(now) && (!flowing || m.unkept): // its own backoff's last retry, when that backoff would send it
-		m.waiting, m.probe = false, true
+	case m.outlived(now): // its own backoff's last retry, when that backoff would send it
+		m.waiting, m.probe, m.fromLine = false, down, true
 		h.nudgeFirst()
 		return true, time.Time{}
 	case now.Before(h.notBefore):
-		return false, h.notBefore
+		return false, earlierOf(h.notBefore, m.giveUp)
 	case flowing:
-		return false, h.flowEnd() // fresh requests keep coming: they probe for the line
-	case h.probing != nil:
-		return false, time.Time{}
-	case m != h.firstWaiting():
-		return false, time.Time{}
+		return false, earlierOf(h.flowEnd(), m.giveUp) // fresh requests keep coming: they probe for the line
+	case h.probing != nil, m != h.firstWaiting():
+		return false, m.giveUp
 	case now.Before(h.nextProbe):
-		return false, h.nextProbe
+		return false, earlierOf(h.nextProbe, m.giveUp)
 	}
-	m.waiting, m.probe = false, down
+	m.waiting, m.probe, m.fromLine = false, down, true
 	h.probing = m
 	return true, time.Time{}
 }
@@ -338,6 +348,14 @@ func (s *hostSet) leave(m *member) {
 		s.active.Add(-1)
 	}
 	h.heard(m, time.Now(), false)
+}
+
+// earlierOf returns the earlier of a and b, a zero time counting as none.
+func earlierOf(a, b time.Time) time.Time {
+	if b.IsZero() || !a.IsZero() && a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // laterOf returns the later of a and b.

@@ -19,14 +19,24 @@ func failing(n int) (*hostSet, []*member) {
 	ms := make([]*member, n)
 	for i := range ms {
 		ms[i] = newMember()
-		s.failed("h", ms[i], true, at(i), time.Time{})
+		s.failed("h", ms[i], failure{first: true, at: at(i)})
 	}
 	return s, ms
 }
 
+// held asks the gate about m's retry at now, as stormState.hold does:
+// whether the retry waits rather than going at once.
+func held(h *host, m *member, now time.Time) bool {
+	if !h.ask(m) {
+		return false
+	}
+	send, _ := h.poll(m, now)
+	return !send
+}
+
 func TestGateLetsALoneRequestGo(t *testing.T) {
 	_, ms := failing(1)
-	if ms[0].h.ask(ms[0], at(50)) {
+	if held(ms[0].h, ms[0], at(50)) {
 		t.Fatal("a request alone on its host was held")
 	}
 }
@@ -47,7 +57,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3) // first attempts 1 ms apart: fresh requests stop 8 ms after the last
 			tc.prep(s, ms)
-			if got := !ms[1].h.ask(ms[1], at(tc.at)); got != tc.want {
+			if got := !held(ms[1].h, ms[1], at(tc.at)); got != tc.want {
 				t.Errorf("goes = %v, want %v", got, tc.want)
 			}
 		})
@@ -58,57 +68,57 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	s, ms := failing(4) // first attempts at 0, 1, 2, 3 ms: the usual gap is 1 ms
 	h := ms[0].h
 	for _, m := range ms[:3] {
-		if !h.ask(m, at(5)) {
+		if !held(h, m, at(5)) {
 			t.Fatal("a retry probed while fresh requests were still coming (5 ms after the last)")
 		}
 		m.pace = 50 * time.Millisecond
 	}
 	stopped := at(3 + flowGaps) // eight gaps of 1 ms after the last
-	if send, wake, _ := h.poll(ms[0], at(5)); send || !wake.Equal(stopped) {
+	if send, wake := h.poll(ms[0], at(5)); send || !wake.Equal(stopped) {
 		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), stopped.Sub(t0))
 	}
-	if send, _, _ := h.poll(ms[1], stopped); send {
+	if send, _ := h.poll(ms[1], stopped); send {
 		t.Error("a retry that is not the oldest held probed")
 	}
-	if send, _, _ := h.poll(ms[0], stopped); !send {
+	if send, _ := h.poll(ms[0], stopped); !send {
 		t.Fatal("the oldest held did not probe once fresh requests stopped")
 	}
-	if send, _, _ := h.poll(ms[1], stopped.Add(time.Second)); send {
+	if send, _ := h.poll(ms[1], stopped.Add(time.Second)); send {
 		t.Error("a second probe went while the first one's outcome was awaited")
 	}
 	// The probe failed: the next held goes one of its own first backoffs
 	// later (50 ms), as the host is down, not the usual gap.
-	s.failed("h", ms[0], false, stopped, time.Time{})
+	s.failed("h", ms[0], failure{first: false, at: stopped})
 	next := stopped.Add(50 * time.Millisecond)
-	if send, wake, _ := h.poll(ms[1], stopped); send || !wake.Equal(next) {
+	if send, wake := h.poll(ms[1], stopped); send || !wake.Equal(next) {
 		t.Errorf("the next held: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), next.Sub(t0))
 	}
-	if send, _, _ := h.poll(ms[1], next); !send {
+	if send, _ := h.poll(ms[1], next); !send {
 		t.Fatal("the next held did not probe its pace after the last")
 	}
-	// It answered: the host is up, and the line follows each answer a
-	// usual gap later.
+	// It answered: the host is up, and the answer to a retry from the
+	// line earns its place back, so the next held goes at once.
 	h.answered(next, ms[1], false, s.share)
-	if send, wake, _ := h.poll(ms[2], next); send || !wake.Equal(next.Add(h.gap)) {
-		t.Errorf("after an answer: send %v, wake %v; want a usual gap (%v) later", send, wake.Sub(t0), h.gap)
+	if send, _ := h.poll(ms[2], next); !send || !ms[2].fromLine {
+		t.Errorf("after the probe's answer: send %v; want the next held released in its place", send)
 	}
 }
 
 func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	_, ms := failing(3)
 	h := ms[0].h
-	h.ask(ms[0], at(10_000)) // the line's probe, its outcome awaited
+	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
 	last := ms[1]
 	// Its own waits end at 19 s; its backoff would send two attempts
 	// meanwhile, each failing after 500 ms as the host's latest retry did.
 	last.waitsEnd, last.attempts, h.took = at(19_000), 2, 500*time.Millisecond
-	if !h.ask(last, at(10_001)) {
+	if !held(h, last, at(10_001)) {
 		t.Fatal("a retry went before its backoff's end while a probe was out")
 	}
-	if send, _, _ := h.poll(last, at(19_999)); send {
+	if send, _ := h.poll(last, at(19_999)); send {
 		t.Error("its last retry went before the time of its attempts was counted")
 	}
-	if send, _, _ := h.poll(last, at(20_000)); !send || !last.probe {
+	if send, _ := h.poll(last, at(20_000)); !send || !last.probe {
 		t.Errorf("at its backoff's end, with the host down: send %v, probe %v; want its last retry sent, the budget asked", send, last.probe)
 	}
 	if !last.outlived(at(20_000)) || last.outlived(at(19_999)) {
@@ -120,7 +130,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	s, ms := failing(5)
 	h := ms[0].h
 	for _, m := range ms[1:] {
-		if !h.ask(m, at(10)) {
+		if !held(h, m, at(10)) {
 			t.Fatal("held retry went")
 		}
 	}
@@ -163,7 +173,7 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 		t.Fatalf("share %v after an outage's failures with no release, want halved once: %v", h.share, DefaultReleaseShare/2)
 	}
 	for _, m := range ms[1:] {
-		h.ask(m, at(10))
+		held(h, m, at(10))
 	}
 	for i := range 5 { // 5/32 + 6/32 + 7/32 + 8/32 + 8/32: one release
 		h.answered(at(20+i), nil, true, s.share)
@@ -171,41 +181,42 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 	if h.share != DefaultReleaseShare || !ms[1].released {
 		t.Fatalf("share %v, released %v: the setup did not reach a release at full share", h.share, ms[1].released)
 	}
-	s.failed("h", ms[0], false, at(60), time.Time{})
+	s.failed("h", ms[0], failure{first: false, at: at(60)})
 	if h.share != DefaultReleaseShare/2 {
 		t.Errorf("share %v after a failure that followed a release, want halved", h.share)
 	}
-	s.failed("h", ms[0], false, at(61), time.Time{})
+	s.failed("h", ms[0], failure{first: false, at: at(61)})
 	if h.share != DefaultReleaseShare/2 {
 		t.Errorf("share %v after a second failure with no release between, want it halved once only", h.share)
 	}
 }
 
-func TestGateRetryAfterHoldsTheLineUntilItsDate(t *testing.T) {
+func TestGateRetryAfterHoldsTheLineUntilItsDateOrAnAnswer(t *testing.T) {
 	s := newHostSet(1)
 	a, b := newMember(), newMember()
-	s.failed("h", a, true, at(0), at(1000))
-	s.failed("h", b, true, at(0), at(1000))
+	s.failed("h", a, failure{first: true, at: at(0), notBefore: at(1000)})
+	s.failed("h", b, failure{first: true, at: at(0), notBefore: at(1000)})
 	h := a.h
-	if !h.ask(a, at(50)) || !h.ask(b, at(50)) {
+	if !held(h, a, at(50)) || !held(h, b, at(50)) {
 		t.Fatal("a retry told to wait went before the date")
 	}
-	for i := range 10 {
-		h.answered(at(100+i), nil, true, s.share) // successes before the date earn nothing
-	}
-	if h.credit != 0 || a.released || b.released {
-		t.Errorf("credit %v, released %v %v: earned before the Retry-After date", h.credit, a.released, b.released)
-	}
-	if send, wake, _ := h.poll(a, at(500)); send || !wake.Equal(at(1000)) {
+	if send, wake := h.poll(a, at(500)); send || !wake.Equal(at(1000)) {
 		t.Errorf("the oldest before the date: send %v, wake %v; want a wake at the date", send, wake.Sub(t0))
+	}
+	// An answer says the host serves again: the date told to one request
+	// no longer holds the line.
+	h.answered(at(600), nil, true, s.share)
+	h.answered(at(601), nil, true, s.share) // 5/8 + 6/8 of a release
+	if !h.notBefore.IsZero() || !a.released {
+		t.Errorf("after an answer: date %v, oldest released %v; want the date gone and the answer's release used", h.notBefore.Sub(t0), a.released)
 	}
 }
 
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
-	h.ask(ms[1], at(5))
-	h.ask(ms[2], at(5))
+	held(h, ms[1], at(5))
+	held(h, ms[2], at(5))
 	h.credit = 1
 	h.release(at(11))
 	if !ms[1].released {
@@ -224,8 +235,8 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 		t.Fatalf("active %d, map %d", s.active.Load(), len(s.m))
 	}
 	h := ms[0].h
-	h.ask(ms[0], at(10_000)) // the line's probe
-	h.ask(ms[1], at(10_000))
+	held(h, ms[0], at(10_000)) // the line's probe
+	held(h, ms[1], at(10_000))
 	select {
 	case <-ms[1].wake:
 	default:
@@ -254,20 +265,20 @@ func TestGateLastRetryNudgesTheNextInLine(t *testing.T) {
 	for _, m := range ms {
 		m.pace = 50 * time.Millisecond
 	}
-	if h.ask(ms[0], at(100)) {
+	if held(h, ms[0], at(100)) {
 		t.Fatal("the oldest did not probe once fresh requests stopped")
 	}
-	if !h.ask(ms[1], at(101)) || !h.ask(ms[2], at(101)) {
+	if !held(h, ms[1], at(101)) || !held(h, ms[2], at(101)) {
 		t.Fatal("a retry went while the probe was out")
 	}
 	ms[1].giveUp, ms[2].giveUp = at(120), at(10_000)
-	s.failed("h", ms[0], false, at(110), time.Time{}) // the next probe is due at 160 ms
+	s.failed("h", ms[0], failure{first: false, at: at(110)}) // the next probe is due at 160 ms
 	h.poll(ms[2], at(110))
 	select {
 	case <-ms[2].wake:
 	default:
 	}
-	if send, _, _ := h.poll(ms[1], at(120)); !send {
+	if send, _ := h.poll(ms[1], at(120)); !send {
 		t.Fatal("ms[1]'s last retry was not sent at the end of its own backoff")
 	}
 	select {

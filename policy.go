@@ -161,13 +161,6 @@ func clampUnit(u float64) float64 {
 	return u
 }
 
-// retryHorizon is the longest a request's own backoff could wait in all:
-// MaxRetries waits at the cap.
-func retryHorizon(p Policy) time.Duration {
-	_, limit := p.bounds()
-	return times(p.retries(), limit)
-}
-
 // times returns n·d for n, d ≥ 0, maxDuration when that overflows.
 func times(n int, d time.Duration) time.Duration {
 	if n > 0 && d > maxDuration/time.Duration(n) {

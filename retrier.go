@@ -13,23 +13,24 @@ import (
 // retrier is one logical request's state between its attempts: what
 // decides, and waits out, each retry.
 type retrier struct {
-	t      *Transport
-	req    *http.Request
-	st     *stormState
-	m      *member       // storm control's view of the request, from its first retryable failure
-	start  time.Time     // when RoundTrip began; set only with MaxElapsed
-	prev   time.Duration // the previous own wait, for decorrelated jitter
-	ok     bool          // the request ends in the host's answer
-	pol    *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
-	floor  time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
-	unkept bool          // the last response could not be kept to return (see lastOutcome)
+	t     *Transport
+	req   *http.Request
+	st    *stormState
+	m     *member       // storm control's view of the request, from its first retryable failure
+	start time.Time     // when RoundTrip began; set only with MaxElapsed or while a host has requests retrying
+	sent  time.Time     // when the latest attempt went, when known: how long its failure took tells a held request's life
+	prev  time.Duration // the previous own wait, for decorrelated jitter
+	ok    bool          // the request ends in the host's answer
+	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
+	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
 }
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
 	st := t.storm()
 	st.countRequest()
-	if t.MaxElapsed > 0 {
-		return retrier{t: t, req: req, st: st, start: time.Now()}
+	if t.MaxElapsed > 0 || st.timing() {
+		now := time.Now()
+		return retrier{t: t, req: req, st: st, start: now, sent: now}
 	}
 	return retrier{t: t, req: req, st: st}
 }
@@ -46,11 +47,11 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if resp != nil && t.MaxRetryAfter >= 0 {
 		floor, hasFloor = parseRetryAfter(resp.Header, now)
 	}
-	var notBefore time.Time
-	if hasFloor && floor <= t.maxRetryAfter() {
+	var notBefore time.Time // told to the host's line only when this request will wait for it
+	if hasFloor && floor <= t.maxRetryAfter() && r.pastLimits(now.Add(floor)) == StopNone {
 		notBefore = now.Add(floor)
 	}
-	r.m = r.st.failed(r.req.URL.Host, r.m, n == 1, now, notBefore)
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, notBefore: notBefore})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		p := policyFor(r.req.Context(), t.Policy)
 		r.pol = &p
@@ -84,15 +85,23 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 // cutShort says why a wait of d from now is not started: it would end past
 // the deadline or MaxElapsed, or the budget has no retry left.
 func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
-	end := now.Add(d)
+	if stop := r.pastLimits(now.Add(d)); stop != StopNone {
+		return stop
+	}
+	if !r.st.allows(now) {
+		return StopBudget
+	}
+	return StopNone
+}
+
+// pastLimits says which limit a wait ending at end would reach: the
+// deadline or MaxElapsed, or StopNone.
+func (r *retrier) pastLimits(end time.Time) StopReason {
 	if dl, ok := r.req.Context().Deadline(); ok && !end.Before(dl) {
 		return StopDeadline
 	}
-	switch {
-	case r.t.MaxElapsed > 0 && !end.Before(r.start.Add(r.t.MaxElapsed)):
+	if r.t.MaxElapsed > 0 && !end.Before(r.start.Add(r.t.MaxElapsed)) {
 		return StopMaxElapsed
-	case !r.st.allows(now):
-		return StopBudget
 	}
 	return StopNone
 }
@@ -116,7 +125,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	end := time.Now()
 	if stop == StopNone {
 		r.st.sent(r.m, end)
-		r.m.sent = end
+		r.sent = end
 	}
 	if wasHeld {
 		held = end.Sub(due)
@@ -127,7 +136,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
 	pol := *r.pol
-	lim := holdLimits{up: addCapped(due, retryHorizon(pol)), pace: pol.Delay(1, 0, 0.5), attempts: pol.retries() - n, unkept: r.unkept}
+	lim := holdLimits{pace: pol.Delay(1, 0, 0.5), attempts: pol.retries() - n}
 	if d, ok := r.req.Context().Deadline(); ok {
 		lim.hard = d
 	}
@@ -170,7 +179,6 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	if resp != nil {
 		last.body, last.kept = drainKeeping(resp)
 	}
-	r.unkept = !last.kept
 	return last
 }
 

@@ -133,17 +133,32 @@ func (st *stormState) answered(host string, m *member, first bool) {
 	}
 }
 
-// failed records a retryable failure at now (see hostSet.failed) and
-// returns the request's membership, created on its first failure.
-func (st *stormState) failed(host string, m *member, first bool, now, notBefore time.Time) *member {
+// failure is an attempt's retryable failure: whether it was its
+// request's first attempt, when it failed, when it went (zero when not
+// known) and the date of a Retry-After (zero without one).
+type failure struct {
+	first               bool
+	at, sent, notBefore time.Time
+}
+
+// failed records a retryable failure (see hostSet.failed) and returns the
+// request's membership, created on its first failure.
+func (st *stormState) failed(host string, m *member, f failure) *member {
 	if m == nil {
 		m = newMember()
 		st.retrying.Add(1)
 	}
 	if st.hosts != nil {
-		st.hosts.failed(host, m, first, now, notBefore)
+		st.hosts.failed(host, m, f)
 	}
 	return m
+}
+
+// timing reports whether a host of the Transport has requests retrying:
+// then a request's attempts are timed, as a held request's life counts
+// how long they take to fail.
+func (st *stormState) timing() bool {
+	return st.hosts != nil && st.hosts.active.Load() > 0
 }
 
 // allows reports whether the budget lets a retry be sent at now. A request
@@ -176,16 +191,15 @@ func (st *stormState) end(m *member, answered bool) {
 }
 
 // holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
-// (hard; zero when neither), MaxRetries times MaxDelay once the host
-// answers (up), the rest of the request's own backoff, drawn as it would
-// be waited (rest; nil when none is left, so that the retry cannot be
-// held), and a draw of its first backoff step (pace).
+// (hard; zero when neither), the rest of the request's own waits, drawn as
+// it would wait them (rest; nil when none is left, so that the retry cannot
+// be held), the attempts its own backoff would send meanwhile, and its
+// first backoff step at its mean (pace).
 type holdLimits struct {
-	hard, up time.Time
+	hard     time.Time
 	rest     func() time.Duration
+	attempts int
 	pace     time.Duration
-	attempts int  // the attempts its own backoff sends before its last
-	unkept   bool // the last response could not be kept to return
 }
 
 // capped returns t, or the hard limit when that comes first.
@@ -198,25 +212,21 @@ func (l holdLimits) capped(t time.Time) time.Time {
 
 // hold is called once m's retry has waited its own backoff. It returns
 // StopNone when the retry may be sent now, after a hold when held;
-// StopHostGate when the hold reached its limit; StopBudget when the retry
-// would probe a host that is down and the budget has no token left, and
-// StopCanceled when ctx was cancelled. A held retry costs a timer, not a
-// goroutine.
+// StopHostGate when the hold reached the deadline or MaxElapsed;
+// StopBudget when the request's last retry would go into a host that is
+// down and the budget has no token left, and StopCanceled when ctx was
+// cancelled. A held retry costs a timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
 	// A retry with none of its own backoff left, such as a request's last
 	// or any of a Policy without waits, cannot be held at all.
-	now := time.Now()
-	if st.hosts == nil || lim.rest == nil {
+	if st.hosts == nil || lim.rest == nil || !m.h.ask(m) {
 		return false, StopNone
-	}
-	m.pace, m.unkept = lim.pace, lim.unkept
-	if !m.h.ask(m, now) {
-		return false, st.probing(m, now)
 	}
 	// A held request keeps the life its own backoff gives it, drawn at its
 	// first hold, and lengthened by a Retry-After as its backoff would be.
+	m.pace = lim.pace
 	if m.waitsEnd.IsZero() || m.toldWait {
-		m.waitsEnd, m.attempts = laterOf(m.waitsEnd, now.Add(lim.rest())), lim.attempts
+		m.waitsEnd, m.attempts, m.hard = laterOf(m.waitsEnd, time.Now().Add(lim.rest())), lim.attempts, lim.hard
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
@@ -224,23 +234,21 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	defer timer.Stop()
 	for {
 		now := time.Now()
-		send, wake, answers := m.h.poll(m, now)
+		send, wake := m.h.poll(m, now)
 		if send {
-			return true, st.probing(m, now)
+			if stop := st.probing(m, now); stop == StopNone || m.outlived(now) {
+				return true, stop
+			}
+			m.h.refused(m, now) // the line's probe waits for a token, in line
+			continue
 		}
 		end := lim.capped(m.giveUp)
-		if answers {
-			end = lim.capped(lim.up)
-		}
 		if !now.Before(end) {
 			m.h.abandon(m, now)
 			return true, StopHostGate
 		}
 		if wake.IsZero() || wake.After(end) {
 			wake = end
-		}
-		if now.Before(m.giveUp) && m.giveUp.Before(wake) {
-			wake = m.giveUp // the host may be down again by then
 		}
 		timer.Reset(wake.Sub(now))
 		select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -504,6 +505,103 @@ func TestSlowFailuresLengthenAHeldRequestsLife(t *testing.T) {
 	}
 }
 
+// TestOrdinaryClientsAreNoWorseOff: situations a user meets every day,
+// found by trying the library as one, where holding retries past their
+// own backoff once made requests fail that plain backoff rescues. In each,
+// over several seeds, storm control rescues at least as many (within a
+// request or two) as storm control off.
+func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
+	fleetPolicy := defaultFleet().policy
+	for _, tc := range []struct {
+		name  string
+		sc    fleetScenario
+		seeds uint64
+	}{
+		// The line once let one retry through per answer: 47% rescued.
+		{"200 goroutines, 1 s blip, 200 ms responses", fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second},
+			duration: time.Second, timeout: 15 * time.Second, latency: 200 * time.Millisecond}, 3},
+		// The line's probes every 10 ms spent the budget: 26% rescued.
+		{"200 goroutines, 1 s blip, 20 ms backoff", fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second},
+			duration: time.Second, timeout: 15 * time.Second, latency: time.Millisecond, policy: fleetPolicy}, 3},
+		// Held past their own backoff, waiting for fresh requests that
+		// came seconds apart: 29 of 120 rescued, off 68.
+		{"2 goroutines, 3 calls each, 5 s outage", fleetScenario{workers: 2, calls: 3, down: [2]time.Duration{0, 5 * time.Second},
+			duration: time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 20},
+		// Attempts that take 500 ms to fail, never timed while fresh
+		// requests probed: lives too short, 89% rescued against 99.6%.
+		{"100 requests/s, 4 s outage, 500 ms failures", fleetScenario{clients: 1, rate: 100, down: [2]time.Duration{0, 4 * time.Second},
+			duration: 6 * time.Second, timeout: 10 * time.Second, latency: 500 * time.Millisecond}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var okOn, okOff, n int
+			for seed := range tc.seeds {
+				tc.sc.seed = seed + 1
+				on, off := runFleet(t, tc.sc, StormControl{}).metrics(), runFleet(t, tc.sc, stormOff).metrics()
+				okOn += int(math.Round(on.success * float64(on.requests)))
+				okOff += int(math.Round(off.success * float64(off.requests)))
+				n += on.requests
+			}
+			t.Logf("%d of %d rescued with storm control, %d without", okOn, n, okOff)
+			if okOn < okOff-max(2, n/200) { // which requests' own backoff runs out first depends on the draws
+				t.Errorf("%d of %d rescued with storm control, %d without", okOn, n, okOff)
+			}
+		})
+	}
+}
+
+// TestRetryAfterToSomeHoldsNoOneOnceTheHostAnswers: through a 2 s outage
+// one 503 in ten says Retry-After: 30. Twenty goroutines make three calls
+// each with 10 s deadlines. The host answers again after the outage, and
+// the others' retries go then: a date told to one request once held every
+// held retry of the host to it (177 of 300 rescued over five seeds, off
+// 232).
+func TestRetryAfterToSomeHoldsNoOneOnceTheHostAnswers(t *testing.T) {
+	rescued := func(c StormControl, seed uint64) (ok int) {
+		synctest.Test(t, func(t *testing.T) {
+			start, rng, mu := time.Now(), rand.New(rand.NewPCG(seed, 1)), sync.Mutex{}
+			tr := &Transport{Storm: c, Random: seeded(seed), Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				time.Sleep(time.Millisecond)
+				if time.Since(start) >= 2*time.Second {
+					return response(200, ""), nil
+				}
+				resp := response(503, "")
+				mu.Lock()
+				defer mu.Unlock()
+				if rng.Float64() < 0.1 {
+					resp.Header.Set("Retry-After", "30")
+				}
+				return resp, nil
+			})}
+			var wg sync.WaitGroup
+			var n atomic.Int32
+			for w := range 20 {
+				wg.Go(func() {
+					time.Sleep(time.Duration(w) * 20 * time.Millisecond)
+					for range 3 {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://ra/", nil).WithContext(ctx))
+						if err == nil && resp.StatusCode == 200 {
+							n.Add(1)
+						}
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			ok = int(n.Load())
+		})
+		return ok
+	}
+	var on, off int
+	for seed := uint64(1); seed <= 5; seed++ {
+		on, off = on+rescued(StormControl{}, seed), off+rescued(stormOff, seed)
+	}
+	t.Logf("%d of 300 rescued with storm control, %d without", on, off)
+	if on < off-3 {
+		t.Errorf("%d of 300 rescued with storm control, %d without", on, off)
+	}
+}
+
 // meanLatency returns the mean time a run's requests took, in seconds.
 func meanLatency(res fleetResult) float64 {
 	var sum time.Duration
@@ -546,7 +644,7 @@ func TestFleetOutage(t *testing.T) {
 	on = runFleet(t, sc, StormControl{}).metrics()
 	off = runFleet(t, sc, stormOff).metrics()
 	t.Logf("on:  %v\noff: %v", on, off)
-	if on.outageLoad > 1.6 || on.peakAfter > 1.3 || on.success < off.success {
+	if on.outageLoad > 2.2 || on.peakAfter > 0.7*off.peakAfter || on.success < off.success {
 		t.Errorf("with storm control: load in outage %.2fx, peak after %.2fx, success %.1f%%", on.outageLoad, on.peakAfter, 100*on.success)
 	}
 	if off.outageLoad < 4 {
@@ -568,7 +666,7 @@ func TestRetryAfterHerd(t *testing.T) {
 	if on.early > 0 {
 		t.Errorf("%d retries before the Retry-After date", on.early)
 	}
-	if mOn.peakAfter > 1.6 || mOff.peakAfter < 3 {
+	if mOn.peakAfter > 2.5 || mOff.peakAfter < 3 {
 		t.Errorf("peak after the date: %.2fx with storm control, %.2fx without", mOn.peakAfter, mOff.peakAfter)
 	}
 }
@@ -635,7 +733,8 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 // TestBudgetNeverRefusesAReleasedRetry: the budget is asked about a retry
 // before its wait, so a retry that storm control held is let through once
 // the host is back even when the budget has run dry meanwhile (here spent
-// by another Transport sharing it).
+// by another Transport sharing it). A held request's last retry into a
+// host still down is asked again, and may be refused.
 func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		budget := &Budget{Burst: 5, Ratio: -1, Reserve: -1}
@@ -669,8 +768,8 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 				}
 				if e.Stop == StopBudget {
 					refused.Add(1)
-					if _, ok := wasHeld.Load(e.Request); ok || e.Held > 0 {
-						refusedHeld.Add(1)
+					if _, ok := wasHeld.Load(e.Request); (ok || e.Held > 0) && !time.Now().Before(up) {
+						refusedHeld.Add(1) // held, and refused once the host was back
 					}
 				}
 			},
@@ -703,7 +802,7 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 		// before they wait; every one held before is let through, unless
 		// its own backoff ran out before the host came back.
 		if held.Load() < 50 || least >= 1 || refusedHeld.Load() > 0 || ok.Load()+refused.Load()+lifeOver.Load() != 150 || lifeOver.Load() > 5 {
-			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget, %d of them after a hold; %d gave up as their backoff ran out; %d of 150 succeeded", held.Load(), least, refused.Load(), refusedHeld.Load(), lifeOver.Load(), ok.Load())
+			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget, %d of them after a hold, the host back; %d gave up as their backoff ran out; %d of 150 succeeded", held.Load(), least, refused.Load(), refusedHeld.Load(), lifeOver.Load(), ok.Load())
 		}
 	})
 }
