@@ -174,9 +174,8 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64) {
 		h.noteFresh(now)
 	}
 	h.heard(m, now, false)
-	if m != nil && m.fromLine {
-		h.credit++
-		m.fromLine = false
+	if m != nil && m.fromLine && !h.flowing(now) {
+		h.credit += 2 // the line alone probes the host: it keeps its place
 	}
 	h.share = min(h.share+shareStep*full, full)
 	h.notBefore = time.Time{} // the host answers: a Retry-After told to one request no longer holds the others
@@ -195,6 +194,9 @@ func (h *host) noteFresh(now time.Time) {
 
 // flowEnd is when fresh requests will count as stopped. h.mu is held.
 func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
+
+// flowing reports whether fresh requests keep coming at now. h.mu is held.
+func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
 // heard records at now the outcome of m's attempt: when m was the line's
 // probe, the next goes a usual gap later, taking the fresh requests' place
@@ -298,7 +300,7 @@ func (h *host) refused(m *member, now time.Time) {
 func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	h.live(m)
 	h.release(now)
-	down, flowing := h.silent >= downAfter, h.gaps > 0 && now.Before(h.flowEnd())
+	down, flowing := h.silent >= downAfter, h.flowing(now)
 	switch {
 	case m.released:
 		m.released, m.probe, m.fromLine = false, false, true
