@@ -23,8 +23,11 @@ const (
 // Tokens come at Ratio per request sent and Reserve per second, up to
 // Burst. A retry that finds less than one token is refused: its request
 // returns its last outcome at once, with StopBudget. A budget never
-// refuses a first attempt, nor the retry of a request that is the only one
-// of its Transport retrying (MaxRetries bounds that one).
+// refuses a first attempt, the retry of a request that is the only one of
+// its Transport retrying (MaxRetries bounds that one), nor, with the host
+// gate on, a retry to a host that answered one of its last 16 attempts:
+// failures among answers are noise that backoff handles, not a storm, and
+// a dead host elsewhere must not starve them.
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its

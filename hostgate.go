@@ -261,6 +261,14 @@ func (h *host) release(now time.Time) {
 	}
 }
 
+// answers reports whether the host has answered one of its last
+// downAfter attempts.
+func (h *host) answers() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.silent < downAfter
+}
+
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only on evidence (see StormControl).
 func (h *host) ask(m *member) (held bool) {

@@ -88,7 +88,7 @@ func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
 	if stop := r.pastLimits(now.Add(d)); stop != StopNone {
 		return stop
 	}
-	if !r.st.allows(now) {
+	if !r.st.allows(r.m, now) {
 		return StopBudget
 	}
 	return StopNone

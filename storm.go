@@ -161,10 +161,11 @@ func (st *stormState) timing() bool {
 	return st.hosts != nil && st.hosts.active.Load() > 0
 }
 
-// allows reports whether the budget lets a retry be sent at now. A request
-// retrying alone on its Transport cannot make a storm.
-func (st *stormState) allows(now time.Time) bool {
-	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.allows(now)
+// allows reports whether the budget lets m's retry be sent at now. A
+// request retrying alone on its Transport cannot make a storm, nor can one
+// to a host that answers: its failures are noise, for its own backoff.
+func (st *stormState) allows(m *member, now time.Time) bool {
+	return st.budget == nil || st.retrying.Load() <= 1 || m.h != nil && m.h.answers() || st.budget.allows(now)
 }
 
 // sent charges the budget for a retry of m's request sent at now.
@@ -269,7 +270,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 // before its wait, may have been spent by the probes before it. A retry
 // released to a host that answers again is not asked.
 func (st *stormState) probing(m *member, now time.Time) StopReason {
-	if m.probe && !st.allows(now) {
+	if m.probe && !st.allows(m, now) {
 		return StopBudget
 	}
 	return StopNone
