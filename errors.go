@@ -48,9 +48,8 @@ const (
 	StopBudget
 	// StopHostGate: storm control held the request's retries (see
 	// StormControl) until the limit of its hold: the deadline, MaxElapsed,
-	// the end of the life its own backoff gave it (its last retry, if sent
-	// then, failed too), or MaxRetries times MaxDelay once the host
-	// answered.
+	// or the end of the life its own backoff gave it, its last retry sent
+	// then failing too.
 	StopHostGate
 	// StopBodyTooLarge: the request body was longer than MaxBufferedBody
 	// and had no GetBody, so it was sent once, streamed, and cannot be

@@ -59,9 +59,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     retries of many requests do to a server: a retry budget, and a host
 //     gate that holds the retries of requests failing together and
 //     returns them at the pace the host answers. It never delays or
-//     refuses a first attempt, and a request alone on its host waits
-//     exactly its own backoff. A refused retry returns the last outcome
-//     at once (StopBudget); a hold that runs out returns it then
+//     refuses a first attempt, a request alone on its host waits exactly
+//     its own backoff, and a held request still sends its last retry when
+//     its own backoff would. A refused retry returns the last outcome at
+//     once (StopBudget); a hold that reaches the deadline returns it then
 //     (StopHostGate).
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
