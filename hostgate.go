@@ -57,6 +57,7 @@ type host struct {
 	nextProbe time.Time     // fresh requests stopped: the next probe goes no earlier
 	probing   *member       // the line's probe whose outcome is awaited
 	took      time.Duration // how long its latest failed retry took
+	missed    int           // the line's probes failed in a row
 }
 
 // member is one retrying request of a host.
@@ -65,7 +66,7 @@ type member struct {
 	toldWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
 	probe             bool          // went on its own into a host that is down: the budget is asked again
-	pace              time.Duration // its own first backoff step, at its mean: after it fails a probe, the next is that far off
+	policy            Policy        // its own: after the line's k-th probe in a row fails, the next goes its k-th step (at its mean) later
 	wake              chan struct{} // nudged when it should look at the host again
 	spent             int           // retries charged to the budget
 	fromLine          bool          // its latest retry went from the line: an answer to it earns its place back
@@ -75,6 +76,8 @@ type member struct {
 	// when its own backoff would send its last retry, kept by h.mu.
 	waitsEnd time.Time
 	attempts int
+	floor    time.Duration // the Retry-After's wait the life was drawn with
+	last     bool          // its retry held now is its last
 	giveUp   time.Time
 	hard     time.Time // the deadline or MaxElapsed; zero when neither
 }
@@ -186,8 +189,12 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64) {
 // noteFresh records a first attempt at now. h.mu is held.
 func (h *host) noteFresh(now time.Time) {
 	if !h.lastFresh.IsZero() {
+		gap := max(now.Sub(h.lastFresh), 0)
+		if h.gaps > 0 && !now.Before(h.flowEnd()) {
+			gap = h.gap // fresh requests had stopped: the pause is not a gap between them
+		}
 		h.gaps = min(h.gaps+1, gapWeight)
-		h.gap += (max(now.Sub(h.lastFresh), 0) - h.gap) / time.Duration(h.gaps)
+		h.gap += (gap - h.gap) / time.Duration(h.gaps)
 	}
 	h.lastFresh = now
 }
@@ -211,7 +218,10 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	}
 	pace := h.gap
 	if failed {
-		pace = max(pace, m.pace)
+		h.missed++
+		pace = max(pace, m.policy.Delay(h.missed, 0, 0.5))
+	} else {
+		h.missed = 0
 	}
 	h.probing, h.nextProbe = nil, now.Add(pace)
 	h.nudgeFirst()
@@ -227,10 +237,12 @@ func (h *host) live(m *member) {
 	}
 }
 
-// firstWaiting returns the oldest retry held in line, or nil. h.mu is held.
+// firstWaiting returns the oldest retry held in line that may probe, or
+// nil: a request's last retry waits for its life's end, not to probe.
+// h.mu is held.
 func (h *host) firstWaiting() *member {
 	for _, m := range h.members {
-		if m.waiting {
+		if m.waiting && !m.last {
 			return m
 		}
 	}
@@ -259,6 +271,13 @@ func (h *host) release(now time.Time) {
 	if freed {
 		h.nudgeFirst() // a new oldest in line may probe
 	}
+}
+
+// attemptTime returns how long the host's latest failed attempt took.
+func (h *host) attemptTime() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.took
 }
 
 // answers reports whether the host has answered one of its last

@@ -71,7 +71,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 		if !held(h, m, at(5)) {
 			t.Fatal("a retry probed while fresh requests were still coming (5 ms after the last)")
 		}
-		m.pace = 50 * time.Millisecond
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // a first step of 50 ms at its mean
 	}
 	stopped := at(3 + flowGaps) // eight gaps of 1 ms after the last
 	if send, wake := h.poll(ms[0], at(5)); send || !wake.Equal(stopped) {
@@ -263,7 +263,7 @@ func TestGateLastRetryNudgesTheNextInLine(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
 	for _, m := range ms {
-		m.pace = 50 * time.Millisecond
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // a first step of 50 ms at its mean
 	}
 	if held(h, ms[0], at(100)) {
 		t.Fatal("the oldest did not probe once fresh requests stopped")

@@ -171,27 +171,28 @@ func times(n int, d time.Duration) time.Duration {
 
 // rest draws the waits after retry n, as the request's own backoff would
 // wait them, prev being the wait before retry n and each at least floor
-// (a Retry-After's); u gives the random values (0.5 gives their mean).
-// Waits that would end past within are not taken, as a request does not
-// start a wait that ends past its deadline. It returns zero when there are
-// none.
-func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within time.Duration) time.Duration {
-	var sum time.Duration
+// (a Retry-After's), each after an attempt that takes took; u gives the
+// random values (0.5 gives their mean). An attempt and wait that would
+// end past within are not taken, as a request does not start a wait that
+// ends past its deadline. It returns the waits' sum and their number.
+func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within, took time.Duration) (sum time.Duration, count int) {
 	for k := n + 1; k <= p.retries(); k++ {
+		left := within - sum - times(count, took)
 		if k-n > 64 { // the steps are at the cap by now: the rest at its mean
 			d := max(p.Delay(k, prev, 0.5), floor)
-			if d == 0 {
-				return sum
+			if d+took <= 0 || d+took < d { // no time at all, or past any deadline
+				return sum, count
 			}
-			return sum + min(time.Duration(p.retries()-k+1), (within-sum)/d)*d
+			m := min(p.retries()-k+1, int(left/(d+took)))
+			return sum + time.Duration(m)*d, count + m
 		}
 		d := max(p.Delay(k, prev, u()), floor)
-		if d >= within-sum {
-			return sum
+		if d >= left-took || d+took < d {
+			return sum, count
 		}
-		sum, prev = sum+d, d
+		sum, prev, count = sum+d, d, count+1
 	}
-	return sum
+	return sum, count
 }
 
 // waitsAfter reports whether retry n leaves any wait to the request's own

@@ -69,11 +69,12 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		}
 		wait = max(wait, spreadUp(floor, t.random()))
 	}
-	if !hasFloor { // a Retry-After lengthens the life instead (see stormState.hold)
-		var over bool
-		if wait, over = r.m.lifeLeft(now, wait); over {
-			return 0, StopHostGate
-		}
+	left, over := r.m.lifeLeft(now, wait)
+	if over { // its life's last retry has gone (see stormState.hold)
+		return 0, StopHostGate
+	}
+	if !hasFloor { // a Retry-After is waited whole; a longer one lengthens the life at the hold
+		wait = left
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
@@ -136,7 +137,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
 	pol := *r.pol
-	lim := holdLimits{pace: pol.Delay(1, 0, 0.5), attempts: pol.retries() - n}
+	lim := holdLimits{policy: pol, floor: r.floor}
 	if d, ok := r.req.Context().Deadline(); ok {
 		lim.hard = d
 	}
@@ -152,7 +153,7 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		// waits use the same random values as with storm control off. The
 		// closure takes copies, not r: r must stay on RoundTrip's stack.
 		prev, floor, random := r.prev, r.floor, r.t.random
-		lim.rest = func() time.Duration { return pol.rest(n, prev, floor, random, within) }
+		lim.rest = func(took time.Duration) (time.Duration, int) { return pol.rest(n, prev, floor, random, within, took) }
 	}
 	return lim
 }

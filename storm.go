@@ -163,11 +163,18 @@ func (st *stormState) timing() bool {
 	return st.hosts != nil && st.hosts.active.Load() > 0
 }
 
-// allows reports whether the budget lets m's retry be sent at now. A
-// request retrying alone on its Transport cannot make a storm, nor can one
-// to a host that answers: its failures are noise, for its own backoff.
+// allows reports whether the budget lets m's retry wait for its turn at
+// now. A request to a host that answers is not asked: its failures are
+// noise, for its own backoff. Nor is a held one, whose retries into a host
+// that is down are asked about as they go (see probing).
 func (st *stormState) allows(m *member, now time.Time) bool {
-	return st.budget == nil || st.retrying.Load() <= 1 || m.h != nil && m.h.answers() || st.budget.allows(now)
+	return m.h != nil && (!m.waitsEnd.IsZero() || m.h.answers()) || st.budgetAllows(now)
+}
+
+// budgetAllows reports whether the budget has a retry left at now. A
+// request retrying alone on its Transport cannot make a storm.
+func (st *stormState) budgetAllows(now time.Time) bool {
+	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.allows(now)
 }
 
 // sent charges the budget for a retry of m's request sent at now.
@@ -195,14 +202,15 @@ func (st *stormState) end(m *member, answered bool) {
 
 // holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
 // (hard; zero when neither), the rest of the request's own waits, drawn as
-// it would wait them (rest; nil when none is left, so that the retry cannot
-// be held), the attempts its own backoff would send meanwhile, and its
-// first backoff step at its mean (pace).
+// it would wait them after attempts that take took, and their number
+// (rest; nil when none is left, so that the retry cannot be held), the
+// latest Retry-After's wait (floor), and its first backoff step at its
+// mean (pace).
 type holdLimits struct {
-	hard     time.Time
-	rest     func() time.Duration
-	attempts int
-	pace     time.Duration
+	hard   time.Time
+	rest   func(took time.Duration) (time.Duration, int)
+	floor  time.Duration
+	policy Policy
 }
 
 // capped returns t, or the hard limit when that comes first.
@@ -221,15 +229,18 @@ func (l holdLimits) capped(t time.Time) time.Time {
 // cancelled. A held retry costs a timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
 	// A retry with none of its own backoff left, such as a request's last
-	// or any of a Policy without waits, cannot be held at all.
-	if st.hosts == nil || lim.rest == nil || !m.h.ask(m) {
+	// or any of a Policy without waits, is held only by a life already
+	// drawn: then it is the life's last retry, and goes at its end.
+	if st.hosts == nil || lim.rest == nil && m.waitsEnd.IsZero() || !m.h.ask(m) {
 		return false, StopNone
 	}
 	// A held request keeps the life its own backoff gives it, drawn at its
-	// first hold, and lengthened by a Retry-After as its backoff would be.
-	m.pace = lim.pace
-	if m.waitsEnd.IsZero() || m.toldWait {
-		m.waitsEnd, m.attempts, m.hard = laterOf(m.waitsEnd, time.Now().Add(lim.rest())), lim.attempts, lim.hard
+	// first hold, and drawn again, longer, when a longer Retry-After
+	// lengthens that backoff.
+	m.policy, m.last = lim.policy, lim.rest == nil
+	if m.waitsEnd.IsZero() || lim.floor > m.floor && !m.last {
+		waits, attempts := lim.rest(m.h.attemptTime())
+		m.waitsEnd, m.attempts, m.hard, m.floor = laterOf(m.waitsEnd, time.Now().Add(waits)), attempts, lim.hard, lim.floor
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
@@ -272,7 +283,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 // before its wait, may have been spent by the probes before it. A retry
 // released to a host that answers again is not asked.
 func (st *stormState) probing(m *member, now time.Time) StopReason {
-	if m.probe && !st.allows(m, now) {
+	if m.probe && !st.budgetAllows(now) {
 		return StopBudget
 	}
 	return StopNone
