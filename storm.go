@@ -23,23 +23,24 @@ const DefaultReleaseShare = 0.25
 // to wait). Held retries wait in line, oldest request first. While fresh
 // requests keep coming they probe the host for the line; when they stop,
 // the held retries probe in turn, one at a time, each once the last one's
-// outcome is known, and after a failed probe one first backoff step (its
-// mean) later. Each answer of the host earns the line ReleaseShare of a
-// release (halved by a failure and grown back by answers, as TCP's window
-// is); while the line alone probes, an answer to one of its retries lets
-// two go in its place, as TCP's slow start doubles its window each round
-// trip. Until the host answers, nothing in line goes before a Retry-After's
-// date. A held request keeps the life its own backoff gives it: its waits,
-// drawn as that backoff would draw them and lengthened by a Retry-After
-// as it would be, and the time its attempts would take to fail. When that
-// backoff would send its last retry, the retry goes, whatever the host's
-// state, and in time to fail before the deadline: so a held request ends
-// no later than without storm control, after fewer attempts, and finds a
-// host that is back as plain backoff would. No hold outlasts the request's
-// deadline or MaxElapsed; a request whose hold reaches one returns its
-// last outcome with StopHostGate, or, when that is a response whose body
-// could not be kept in memory (over 64 KiB, or still arriving after 100
-// ms), an *Error that names its status.
+// outcome is known, and after k failed probes in a row the prober's k-th
+// backoff step (at its mean) later. Each answer of the host earns the line
+// ReleaseShare of a release (halved by a failure and grown back by answers,
+// as TCP's window is); while the line alone probes, an answer to one of its
+// retries lets two go in its place, as TCP's slow start doubles its window
+// each round trip. Until the host answers, nothing in line goes before a
+// Retry-After's date. A held request keeps the life its own backoff gives
+// it: its waits, drawn as that backoff would draw them and lengthened by a
+// longer Retry-After as it would be, and the time its attempts would take
+// to fail, counting only those that fit before the deadline. Its last retry
+// is kept for the life's end: when that backoff would send it, it goes,
+// whatever the host's state. So a held request ends no later than without
+// storm control, after fewer attempts, and finds a host that is back as
+// plain backoff would. No hold outlasts the request's deadline or
+// MaxElapsed; a request whose hold reaches one returns its last outcome
+// with StopHostGate, or, when that is a response whose body could not be
+// kept in memory (over 64 KiB, or still arriving after 100 ms), an *Error
+// that names its status.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -203,9 +204,9 @@ func (st *stormState) end(m *member, answered bool) {
 // holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
 // (hard; zero when neither), the rest of the request's own waits, drawn as
 // it would wait them after attempts that take took, and their number
-// (rest; nil when none is left, so that the retry cannot be held), the
-// latest Retry-After's wait (floor), and its first backoff step at its
-// mean (pace).
+// (rest; nil when none is left, so that the retry is its last), the
+// latest Retry-After's wait (floor), and its Policy, whose steps pace the
+// line's probes (policy).
 type holdLimits struct {
 	hard   time.Time
 	rest   func(took time.Duration) (time.Duration, int)
