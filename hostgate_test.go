@@ -287,3 +287,96 @@ func TestGateLastRetryNudgesTheNextInLine(t *testing.T) {
 		t.Error("the next in line was not nudged when the one before it left for its last retry")
 	}
 }
+
+func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
+	s, ms := failing(3) // fresh requests count as stopped from 10 ms on
+	h := ms[0].h
+	for _, m := range ms {
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // steps of 50, 100, 200 ms at their mean
+		held(h, m, at(100))
+	}
+	now := at(100) // ms[0] went as the probe
+	for k, want := range []time.Duration{50, 100, 200} {
+		prober := h.probing
+		s.failed("h", prober, failure{at: now})
+		next := now.Add(want * time.Millisecond)
+		if !h.nextProbe.Equal(next) {
+			t.Fatalf("after %d failed probes in a row the next goes at %v, want %v", k+1, h.nextProbe.Sub(t0), next.Sub(t0))
+		}
+		h.ask(prober) // back in line after its own wait
+		for _, m := range ms {
+			if send, _ := h.poll(m, next); send {
+				break
+			}
+		}
+		now = next
+	}
+	h.answered(now, h.probing, false, s.share)
+	if h.missed != 0 {
+		t.Errorf("after an answer, %d failed probes still counted", h.missed)
+	}
+}
+
+func TestGateKeepsALastRetryForItsLifesEnd(t *testing.T) {
+	_, ms := failing(3)
+	h := ms[0].h
+	ms[0].last, ms[0].waitsEnd, ms[0].attempts = true, at(5_000), 0 // the oldest: its held retry is its last
+	if !held(h, ms[0], at(100)) {
+		t.Fatal("a request's last retry went as the line's probe")
+	}
+	if held(h, ms[1], at(100)) {
+		t.Error("the next held did not probe in place of a last retry")
+	}
+	if send, _ := h.poll(ms[0], at(4_999)); send {
+		t.Error("the last retry went before its life's end")
+	}
+	if send, _ := h.poll(ms[0], at(5_000)); !send {
+		t.Error("the last retry did not go at its life's end")
+	}
+}
+
+func TestGateBudgetRefusalKeepsTheProbeInLine(t *testing.T) {
+	_, ms := failing(3)
+	h := ms[0].h
+	ms[0].policy = Policy{BaseDelay: 100 * time.Millisecond}
+	if held(h, ms[0], at(100)) || h.probing != ms[0] {
+		t.Fatal("setup: the oldest did not probe")
+	}
+	h.refused(ms[0], at(100))
+	if !ms[0].waiting || h.probing != nil || !h.nextProbe.Equal(at(150)) {
+		t.Errorf("after a refusal: waiting %v, probe out %v, next probe at %v; want it in line, none out, the next a pace later (150 ms)",
+			ms[0].waiting, h.probing != nil, h.nextProbe.Sub(t0))
+	}
+}
+
+func TestGatePauseOfFreshRequestsIsNotAGap(t *testing.T) {
+	_, ms := failing(3) // first attempts 1 ms apart
+	h := ms[0].h
+	gap := h.gap
+	h.noteFresh(at(20_000)) // the next one comes 20 s later
+	if h.gap != gap || h.flowing(at(20_000+9*int(gap/time.Millisecond))) {
+		t.Errorf("after a 20 s pause the usual gap is %v (was %v): fresh requests would count as coming for eight times that", h.gap, gap)
+	}
+}
+
+func TestGateLineGrowsOnItsOwnAnswersOnlyWhenFreshRequestsStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		at       int
+		released bool // the next in line, by the answer to the line's retry
+	}{
+		{"fresh requests coming: the share only", 5, false},
+		{"the line alone: two places and the share", 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(2)
+			h := ms[0].h
+			h.share = DefaultReleaseShare/2 - shareStep*DefaultReleaseShare // the answer grows it to an eighth
+			ms[0].fromLine, ms[1].waiting = true, true
+			h.answered(at(tc.at), ms[0], false, s.share)
+			if ms[1].released != tc.released || !tc.released && h.credit != DefaultReleaseShare/2 {
+				t.Errorf("next in line released %v, credit %v; want released %v", ms[1].released, h.credit, tc.released)
+			}
+		})
+	}
+}
