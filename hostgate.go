@@ -58,6 +58,7 @@ type host struct {
 	probing   *member       // the line's probe whose outcome is awaited
 	took      time.Duration // how long its latest timed failed attempt took
 	missed    int           // the line's probes failed in a row
+	pace      time.Duration // the wait after the latest failed probe
 }
 
 // member is one retrying request of a host.
@@ -65,15 +66,17 @@ type member struct {
 	h                 *host
 	toldWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
-	probe             bool          // went on its own into a host that is down: the budget is asked again
+	askBudget         bool          // its retry goes on its own into a host that is down: the budget is asked again
 	policy            Policy        // its own: after the line's k-th probe in a row fails, the next goes its k-th step (at its mean) later
 	wake              chan struct{} // nudged when it should look at the host again
 	spent             int           // retries charged to the budget
 	fromLine          bool          // its latest retry went from the line: an answer to it earns its place back
 	// Its life (see stormState.hold), drawn at its first hold: when its
 	// own waits end, how many attempts its backoff would send meanwhile,
-	// and the Retry-After wait it was drawn with. giveUp, kept by h.mu, is
-	// when that backoff would send its last retry (see live).
+	// and the Retry-After wait it was drawn with. giveUp is when that
+	// backoff would send its last retry (see live). These, askBudget and
+	// toldWait are written only by its request's goroutine; waiting,
+	// released and last are read by others, under h.mu.
 	waitsEnd time.Time
 	attempts int
 	floor    time.Duration
@@ -172,7 +175,7 @@ func (s *hostSet) answeredBy(name string, m *member, first bool) {
 func (h *host) answered(now time.Time, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.silent = 0
+	h.silent, h.missed, h.pace = 0, 0, 0
 	if first {
 		h.noteFresh(now)
 	}
@@ -208,22 +211,19 @@ func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.f
 // heard records at now the outcome of m's attempt: when m was the line's
 // probe, the next goes a usual gap later, taking the fresh requests' place
 // at their pace (one client sending 700 requests/s peaked at 1.5-1.9x of
-// capacity when its line followed each answer at once, 1.2x so); after a
-// failure, one of the probe's own first backoffs later when that is
-// longer, so that a host that is down sees one probe per backoff step,
+// capacity when its line followed each answer at once, 1.2x so); after k
+// failures in a row, the prober's k-th backoff step (at its mean) later
+// when that is longer, so that the line backs off as one request would,
 // however many wait. h.mu is held.
 func (h *host) heard(m *member, now time.Time, failed bool) {
 	if m == nil || h.probing != m {
 		return
 	}
-	pace := h.gap
 	if failed {
 		h.missed++
-		pace = max(pace, m.policy.Delay(h.missed, 0, 0.5))
-	} else {
-		h.missed = 0
+		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
 	}
-	h.probing, h.nextProbe = nil, now.Add(pace)
+	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
 	h.nudgeFirst()
 }
 
@@ -289,15 +289,20 @@ func (h *host) answers() bool {
 }
 
 // ask decides, once m's retry has waited its own backoff, whether it is
-// held: only on evidence (see StormControl).
-func (h *host) ask(m *member) (held bool) {
+// held: only on evidence (see StormControl). last reports that the retry
+// is its request's last, and p is the request's Policy. A request that was
+// held before and goes on its own into a host that is down has its retry
+// asked of the budget.
+func (h *host) ask(m *member, last bool, p Policy) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m.probe = false
-	if len(h.members) == 1 || h.silent < downAfter && !m.toldWait {
+	m.last, m.policy = last, p
+	down := h.silent >= downAfter
+	if len(h.members) == 1 || !down && !m.toldWait {
+		m.askBudget = down && !m.waitsEnd.IsZero()
 		return false // alone, or the host answers: its own backoff, exactly
 	}
-	m.waiting = true
+	m.waiting, m.askBudget = true, false
 	return true
 }
 
@@ -316,7 +321,9 @@ func (h *host) refused(m *member, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.waiting, m.fromLine = true, false
-	h.heard(m, now, true)
+	if h.probing == m {
+		h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace, m.policy.Delay(1, 0, 0.5)))
+	}
 }
 
 // next decides whether the held m goes at now: released by the line's
@@ -327,13 +334,16 @@ func (h *host) refused(m *member, now time.Time) {
 func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	h.live(m)
 	h.release(now)
+	if !m.hard.IsZero() && !now.Before(m.hard) {
+		return false, time.Time{} // the deadline or MaxElapsed has come: the hold ends there
+	}
 	down, flowing := h.silent >= downAfter, h.flowing(now)
 	switch {
 	case m.released:
-		m.released, m.probe, m.fromLine = false, false, true
+		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
 	case m.outlived(now): // its own backoff's last retry, when that backoff would send it
-		m.waiting, m.probe, m.fromLine = false, down, true
+		m.waiting, m.askBudget, m.fromLine = false, down, true
 		h.nudgeFirst()
 		return true, time.Time{}
 	case now.Before(h.notBefore):
@@ -345,7 +355,7 @@ func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	case now.Before(h.nextProbe):
 		return false, earlierOf(h.nextProbe, m.giveUp)
 	}
-	m.waiting, m.probe, m.fromLine = false, down, true
+	m.waiting, m.askBudget, m.fromLine = false, down, true
 	h.probing = m
 	return true, time.Time{}
 }

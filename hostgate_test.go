@@ -27,7 +27,7 @@ func failing(n int) (*hostSet, []*member) {
 // held asks the gate about m's retry at now, as stormState.hold does:
 // whether the retry waits rather than going at once.
 func held(h *host, m *member, now time.Time) bool {
-	if !h.ask(m) {
+	if !h.ask(m, m.last, m.policy) {
 		return false
 	}
 	send, _ := h.poll(m, now)
@@ -118,8 +118,8 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	if send, _ := h.poll(last, at(19_999)); send {
 		t.Error("its last retry went before the time of its attempts was counted")
 	}
-	if send, _ := h.poll(last, at(20_000)); !send || !last.probe {
-		t.Errorf("at its backoff's end, with the host down: send %v, probe %v; want its last retry sent, the budget asked", send, last.probe)
+	if send, _ := h.poll(last, at(20_000)); !send || !last.askBudget {
+		t.Errorf("at its backoff's end, with the host down: send %v, probe %v; want its last retry sent, the budget asked", send, last.askBudget)
 	}
 	if !last.outlived(at(20_000)) || last.outlived(at(19_999)) {
 		t.Error("outlived does not turn at the end of the request's own backoff")
@@ -303,7 +303,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		if !h.nextProbe.Equal(next) {
 			t.Fatalf("after %d failed probes in a row the next goes at %v, want %v", k+1, h.nextProbe.Sub(t0), next.Sub(t0))
 		}
-		h.ask(prober) // back in line after its own wait
+		h.ask(prober, false, prober.policy) // back in line after its own wait
 		for _, m := range ms {
 			if send, _ := h.poll(m, next); send {
 				break
@@ -378,5 +378,45 @@ func TestGateLineGrowsOnItsOwnAnswersOnlyWhenFreshRequestsStopped(t *testing.T) 
 				t.Errorf("next in line released %v, credit %v; want released %v", ms[1].released, h.credit, tc.released)
 			}
 		})
+	}
+}
+
+func TestGateNeverSendsAtOrPastTheDeadline(t *testing.T) {
+	_, ms := failing(3)
+	h := ms[0].h
+	m := ms[1]
+	m.waitsEnd, m.hard = at(2_000), at(2_000) // no attempt timed: its life ends at the deadline itself
+	held(h, m, at(100))
+	if send, _ := h.poll(m, at(2_000)); send {
+		t.Error("a held retry went at its deadline")
+	}
+	if send, _ := h.poll(m, at(1_999)); send {
+		t.Error("a held retry went before its life's end")
+	}
+}
+
+func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
+	s, ms := failing(2)
+	h := ms[0].h
+	for _, m := range ms {
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond, Jitter: JitterDecorrelated}
+		held(h, m, at(100))
+	}
+	var paces []time.Duration
+	now := at(100)
+	for range 3 {
+		prober := h.probing
+		s.failed("h", prober, failure{at: now})
+		paces = append(paces, h.nextProbe.Sub(now))
+		h.ask(prober, false, prober.policy)
+		now = h.nextProbe
+		for _, m := range ms {
+			if send, _ := h.poll(m, now); send {
+				break
+			}
+		}
+	}
+	if !(paces[0] < paces[1] && paces[1] < paces[2]) {
+		t.Errorf("paces after failed probes %v: want them to grow", paces)
 	}
 }

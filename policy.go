@@ -171,7 +171,8 @@ func times(n int, d time.Duration) time.Duration {
 
 // rest draws the waits after retry n, as the request's own backoff would
 // wait them, prev being the wait before retry n and each at least floor
-// (a Retry-After's), each after an attempt that takes took; u gives the
+// (a Retry-After's, spread as the request spreads it), each after an
+// attempt that takes took; u gives the
 // random values (0.5 gives their mean). An attempt and wait that would
 // end past within are not taken, as a request does not start a wait that
 // ends past its deadline. It returns the waits' sum and their number.
@@ -179,14 +180,17 @@ func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within,
 	for k := n + 1; k <= p.retries(); k++ {
 		left := within - sum - times(count, took)
 		if k-n > 64 { // the steps are at the cap by now: the rest at its mean
-			d := max(p.Delay(k, prev, 0.5), floor)
+			d := max(p.Delay(k, prev, 0.5), spreadUp(floor, 0.5))
 			if d+took <= 0 || d+took < d { // no time at all, or past any deadline
 				return sum, count
 			}
 			m := min(p.retries()-k+1, int(left/(d+took)))
 			return sum + time.Duration(m)*d, count + m
 		}
-		d := max(p.Delay(k, prev, u()), floor)
+		d := p.Delay(k, prev, u())
+		if floor > 0 { // as the request waits a Retry-After: spread above it
+			d = max(d, spreadUp(floor, u()))
+		}
 		if d >= left-took || d+took < d {
 			return sum, count
 		}

@@ -126,7 +126,6 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	end := time.Now()
 	if stop == StopNone {
 		r.st.sent(r.m, end)
-		r.sent = end
 	}
 	if wasHeld {
 		held = end.Sub(due)
@@ -156,6 +155,14 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		lim.rest = func(took time.Duration) (time.Duration, int) { return pol.rest(n, prev, floor, random, within, took) }
 	}
 	return lim
+}
+
+// sending records that attempt n goes now, when that is a retry: how
+// long its failure takes tells a held request's life.
+func (r *retrier) sending(n int) {
+	if n > 1 {
+		r.sent = time.Now()
+	}
 }
 
 // answered records attempt n's outcome, which the classifier called final:

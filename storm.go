@@ -29,18 +29,19 @@ const DefaultReleaseShare = 0.25
 // as TCP's window is); while the line alone probes, an answer to one of its
 // retries lets two go in its place, as TCP's slow start doubles its window
 // each round trip. Until the host answers, nothing in line goes before a
-// Retry-After's date. A held request keeps the life its own backoff gives
-// it: its waits, drawn as that backoff would draw them and lengthened by a
-// longer Retry-After as it would be, and the time its attempts would take
-// to fail, counting only those that fit before the deadline. Its last retry
-// is kept for the life's end: when that backoff would send it, it goes,
-// whatever the host's state. So a held request ends no later than without
-// storm control, after fewer attempts, and finds a host that is back as
-// plain backoff would. No hold outlasts the request's deadline or
-// MaxElapsed; a request whose hold reaches one returns its last outcome
-// with StopHostGate, or, when that is a response whose body could not be
-// kept in memory (over 64 KiB, or still arriving after 100 ms), an *Error
-// that names its status.
+// Retry-After's date but a last retry. A held request keeps the life its
+// own backoff gives it: its waits, drawn as that backoff would draw them
+// and lengthened by a longer Retry-After as it would be, and the time its
+// attempts would take to fail, counting only those that fit before the
+// deadline. Its last retry is kept for the life's end, unless the line
+// releases it sooner: when that backoff would send it, it goes, whatever
+// the host's state (the budget is asked as it goes into a host that is
+// down). So a held request ends no later than without storm control, after
+// fewer attempts, and finds a host that is back as plain backoff would. No
+// hold outlasts the request's deadline or MaxElapsed; a request whose hold
+// reaches one returns its last outcome with StopHostGate, or, when that is
+// a response whose body could not be kept in memory (over 64 KiB, or still
+// arriving after 100 ms), an *Error that names its status.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -232,16 +233,14 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	// A retry with none of its own backoff left, such as a request's last
 	// or any of a Policy without waits, is held only by a life already
 	// drawn: then it is the life's last retry, and goes at its end.
-	if st.hosts == nil || lim.rest == nil && m.waitsEnd.IsZero() || !m.h.ask(m) {
+	if st.hosts == nil || lim.rest == nil && m.waitsEnd.IsZero() {
 		return false, StopNone
 	}
-	// A held request keeps the life its own backoff gives it, drawn at its
-	// first hold, and drawn again, longer, when a longer Retry-After
-	// lengthens that backoff.
-	m.policy, m.last = lim.policy, lim.rest == nil
+	if !m.h.ask(m, lim.rest == nil, lim.policy) {
+		return false, st.recheckBudget(m, time.Now())
+	}
 	if m.waitsEnd.IsZero() || lim.floor > m.floor && !m.last {
-		waits, attempts := lim.rest(m.h.attemptTime())
-		m.waitsEnd, m.attempts, m.hard, m.floor = laterOf(m.waitsEnd, time.Now().Add(waits)), attempts, lim.hard, lim.floor
+		st.drawLife(m, lim)
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
@@ -251,7 +250,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 		now := time.Now()
 		send, wake := m.h.poll(m, now)
 		if send {
-			if stop := st.probing(m, now); stop == StopNone || m.outlived(now) {
+			if stop := st.recheckBudget(m, now); stop == StopNone || m.outlived(now) {
 				return true, stop
 			}
 			m.h.refused(m, now) // the line's probe waits for a token, in line
@@ -279,13 +278,26 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	}
 }
 
-// probing asks the budget again about a retry that goes on its own, as the
-// line's probe, into a host that is down: the token it was cleared with,
-// before its wait, may have been spent by the probes before it. A retry
-// released to a host that answers again is not asked.
-func (st *stormState) probing(m *member, now time.Time) StopReason {
-	if m.probe && !st.budgetAllows(now) {
+// recheckBudget asks the budget again about a retry that goes on its own
+// into a host that is down (the line's probe, or a held request's last
+// retry): the token it was cleared with, before its wait, may have been
+// spent by the probes before it. A retry released to a host that answers
+// again is not asked.
+func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
+	if m.askBudget && !st.budgetAllows(now) {
 		return StopBudget
 	}
 	return StopNone
+}
+
+// drawLife draws the life m's own backoff gives it (see StormControl), or
+// draws it again for a longer Retry-After, keeping the later of the two.
+func (st *stormState) drawLife(m *member, lim holdLimits) {
+	took := m.h.attemptTime()
+	waits, attempts := lim.rest(took)
+	end := time.Now().Add(waits)
+	if m.waitsEnd.IsZero() || end.Add(times(attempts, took)).After(m.waitsEnd.Add(times(m.attempts, took))) {
+		m.waitsEnd, m.attempts = end, attempts
+	}
+	m.hard, m.floor = lim.hard, lim.floor
 }

@@ -915,6 +915,32 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 	})
 }
 
+// TestHeldRequestAloneOnADeadHostStillAsksTheBudget: a request that was
+// held keeps its exemption from the budget only while it is held; alone
+// on a host that is down, its retry is asked as any other.
+func TestHeldRequestAloneOnADeadHostStillAsksTheBudget(t *testing.T) {
+	st := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
+	st.retrying.Store(2) // another request of the Transport retries elsewhere
+	m := st.failed("down", nil, failure{first: true, at: time.Now()})
+	m.waitsEnd = time.Now().Add(time.Second) // held before, by a line since gone
+	lim := holdLimits{rest: func(time.Duration) (time.Duration, int) { return time.Second, 1 }}
+	if _, stop := st.hold(context.Background(), m, lim); stop != StopBudget {
+		t.Errorf("stop %v, want StopBudget: the empty budget was not asked", stop)
+	}
+}
+
+// TestALongerRetryAfterNeverShortensALife: a life drawn again for a
+// longer Retry-After keeps whichever of the two ends later.
+func TestALongerRetryAfterNeverShortensALife(t *testing.T) {
+	st := &stormState{hosts: newHostSet(DefaultReleaseShare)}
+	m := st.failed("h", nil, failure{first: true, at: time.Now(), sent: time.Now().Add(-time.Second)}) // its attempt took 1 s
+	m.waitsEnd, m.attempts = time.Now().Add(10*time.Second), 4
+	st.drawLife(m, holdLimits{floor: time.Second, rest: func(time.Duration) (time.Duration, int) { return time.Second, 1 }})
+	if want := 10 * time.Second; time.Until(m.waitsEnd) < want-time.Second || m.attempts != 4 {
+		t.Errorf("life now ends in %v with %d attempts; want the longer one kept (10 s and 4)", time.Until(m.waitsEnd).Round(time.Second), m.attempts)
+	}
+}
+
 // TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl: a host
 // answers 503 with Retry-After: 1 for 4 s, then 200. A held request's life
 // is its own backoff as a Retry-After lengthens it, so storm control

@@ -193,6 +193,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 
 		// Send.
+		r.sending(n)
 		resp, err := t.send(a)
 
 		// Decide. A response that is not retried is returned whether or not
