@@ -605,13 +605,21 @@ func TestRetryAfterToSomeHoldsNoOneOnceTheHostAnswers(t *testing.T) {
 // TestBudgetSparesAHostThatAnswers: twenty goroutines call hosts that are
 // down, one each, and ten call a host that fails half its attempts at
 // random, all through one Transport. The dead hosts' retries spend the
-// budget; the flaky host's calls are no less successful for it (739 of
-// 900 over three seeds when the budget refused them too; off 884).
+// budget; it does not refuse the flaky host's (when it did, its calls
+// succeeded 826 times of 900 over three seeds, off 886).
 func TestBudgetSparesAHostThatAnswers(t *testing.T) {
-	flakyOK := func(c StormControl, seed uint64) (ok int) {
+	var refused, calls int
+	for seed := uint64(1); seed <= 3; seed++ {
 		synctest.Test(t, func(t *testing.T) {
 			rng, mu := rand.New(rand.NewPCG(seed, 3)), sync.Mutex{}
-			tr := &Transport{Storm: c, Random: seeded(seed), Policy: Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second},
+			tr := &Transport{Random: seeded(seed), Policy: Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second},
+				OnGiveUp: func(e RetryEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					if e.Request.URL.Host == "flaky" && e.Stop == StopBudget {
+						refused++
+					}
+				},
 				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					time.Sleep(5 * time.Millisecond)
 					mu.Lock()
@@ -622,33 +630,27 @@ func TestBudgetSparesAHostThatAnswers(t *testing.T) {
 					return response(200, ""), nil
 				})}
 			var wg sync.WaitGroup
-			var n atomic.Int32
 			for w := range 30 {
 				host := fmt.Sprintf("dead%d", w)
 				if w >= 20 {
-					host = "flaky"
+					host, calls = "flaky", calls+30
 				}
 				wg.Go(func() {
 					for range 30 {
-						resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://"+host+"/", nil))
-						if err == nil && resp.StatusCode == 200 {
-							n.Add(1)
+						if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://"+host+"/", nil)); err == nil {
+							resp.Body.Close()
 						}
 					}
 				})
 			}
 			wg.Wait()
-			ok = int(n.Load())
 		})
-		return ok
 	}
-	var on, off int
-	for seed := uint64(1); seed <= 3; seed++ {
-		on, off = on+flakyOK(StormControl{}, seed), off+flakyOK(stormOff, seed)
-	}
-	t.Logf("flaky host: %d of 900 calls succeeded with storm control, %d without", on, off)
-	if on < off-9 {
-		t.Errorf("flaky host: %d of 900 calls succeeded with storm control, %d without", on, off)
+	// A host's state starts down, so a flaky host's first failure after
+	// a calm spell is asked: up to 10 of 900 over 22 runs, 70 when every
+	// retry was.
+	if refused > calls/50 {
+		t.Errorf("the budget refused %d of the flaky host's %d calls", refused, calls)
 	}
 }
 
