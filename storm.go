@@ -300,7 +300,7 @@ func (st *stormState) drawLife(m *member, lim holdLimits) {
 	took := m.h.attemptTime()
 	waits, attempts := lim.rest(took)
 	end := time.Now().Add(waits)
-	if m.waitsEnd.IsZero() || end.Add(times(attempts, took)).After(m.waitsEnd.Add(times(m.attempts, took))) {
+	if m.waitsEnd.IsZero() || addCapped(end, times(attempts, took)).After(addCapped(m.waitsEnd, times(m.attempts, took))) {
 		m.waitsEnd, m.attempts = end, attempts
 	}
 	m.hard, m.floor = lim.hard, lim.floor
