@@ -37,6 +37,7 @@ type fleetScenario struct {
 	// date at which it ends.
 	retryAfter bool
 	latency    time.Duration // of every attempt
+	flap       time.Duration // when set, the host is also down in every other flap-long interval, the first included
 	policy     Policy
 	seed       uint64
 }
@@ -96,7 +97,7 @@ func (s *simServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	w.attempts++
 	code := 200
 	switch {
-	case at >= s.sc.down[0] && at < s.sc.down[1]:
+	case at >= s.sc.down[0] && at < s.sc.down[1], s.sc.flap > 0 && at < s.sc.duration && at/s.sc.flap%2 == 0:
 		code = 503
 		w.down++
 		s.lastDown = at

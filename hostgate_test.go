@@ -109,11 +109,18 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	h := ms[0].h
 	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
 	last := ms[1]
-	// Its own waits end at 19 s; its backoff would send two attempts
-	// meanwhile, each failing after 500 ms as the host's latest retry did.
-	last.waitsEnd, last.attempts, h.took = at(19_000), 2, 500*time.Millisecond
+	// Drawn at 10 s, its own waits end at 19 s; its backoff would send two
+	// attempts meanwhile, each failing after 500 ms as the host's latest
+	// retry did: one at 15 s, into a host still down, the last at 20 s.
+	last.drawn, last.own, last.step, h.took = at(10_000), ownSteps{count: 2, cum: []time.Duration{4500 * time.Millisecond, 9 * time.Second}}, 1, 500*time.Millisecond
 	if !held(h, last, at(10_001)) {
 		t.Fatal("a retry went before its backoff's end while a probe was out")
+	}
+	if send, wake := h.poll(last, at(10_002)); send || !wake.Equal(at(15_000)) {
+		t.Errorf("send %v, wake at %v; want it held and looking again at its own next step, 15 s", send, wake.Sub(t0))
+	}
+	if send, _ := h.poll(last, at(15_000)); send {
+		t.Error("its own step into a host that is down went")
 	}
 	if send, _ := h.poll(last, at(19_999)); send {
 		t.Error("its last retry went before the time of its attempts was counted")
@@ -320,7 +327,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 func TestGateKeepsALastRetryForItsLifesEnd(t *testing.T) {
 	_, ms := failing(3)
 	h := ms[0].h
-	ms[0].last, ms[0].waitsEnd, ms[0].attempts = true, at(5_000), 0 // the oldest: its held retry is its last
+	ms[0].last, ms[0].drawn = true, at(5_000) // the oldest: its held retry is its last
 	if !held(h, ms[0], at(100)) {
 		t.Fatal("a request's last retry went as the line's probe")
 	}
@@ -385,7 +392,7 @@ func TestGateNeverSendsAtOrPastTheDeadline(t *testing.T) {
 	_, ms := failing(3)
 	h := ms[0].h
 	m := ms[1]
-	m.waitsEnd, m.hard = at(2_000), at(2_000) // no attempt timed: its life ends at the deadline itself
+	m.drawn, m.hard = at(2_000), at(2_000) // no attempt timed: its life ends at the deadline itself
 	held(h, m, at(100))
 	if send, _ := h.poll(m, at(2_000)); send {
 		t.Error("a held retry went at its deadline")
@@ -418,5 +425,77 @@ func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
 	}
 	if !(paces[0] < paces[1] && paces[1] < paces[2]) {
 		t.Errorf("paces after failed probes %v: want them to grow", paces)
+	}
+}
+
+func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		took    int   // ms an attempt takes
+		answers []int // when the host answers, ms
+		floor   time.Duration
+		polls   []int // when the held retry looks at the host, ms
+		want    int   // the poll at which it goes; -1: none
+	}{
+		{"the host down at its step: it skips the step", 0, nil, 0, []int{11_000, 12_999}, -1},
+		{"the host answered twice before its step: it goes at the step", 0, []int{10_500, 10_600}, 0, []int{10_999, 11_000}, 1},
+		{"one answer is not enough", 0, []int{10_500}, 0, []int{11_000}, -1},
+		{"two answers within an attempt's time after its step: it goes then", 300, []int{11_400, 11_500}, 0, []int{11_300, 11_500}, 1},
+		{"answers later than that: it waits for its next step", 300, []int{11_700, 11_800}, 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
+		{"a life drawn with a Retry-After keeps to the line", 0, []int{10_500, 10_600}, time.Second, []int{11_000, 13_000}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(3)
+			h, m := ms[0].h, ms[1]
+			held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
+			h.took = time.Duration(tc.took) * time.Millisecond
+			// Drawn at 10 s: its own steps come 1 s, 3 s and 6 s of waits later.
+			m.drawn, m.own, m.step, m.floor = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1, tc.floor
+			if !held(h, m, at(10_001)) {
+				t.Fatal("held retry went")
+			}
+			answers := tc.answers
+			for i, p := range tc.polls {
+				for len(answers) > 0 && answers[0] <= p {
+					select {
+					case <-m.wake:
+					default:
+					}
+					h.answered(at(answers[0]), nil, true, s.share)
+					answers = answers[1:]
+				}
+				if send, _ := h.poll(m, at(p)); send != (i == tc.want) {
+					t.Fatalf("poll at %d ms: send %v, want %v", p, send, i == tc.want)
+				}
+				if i == tc.want {
+					return
+				}
+			}
+		})
+	}
+}
+
+func TestGateNudgesRetriesWhoseStepCameWhenTheHostAnswersAgain(t *testing.T) {
+	s, ms := failing(3)
+	h, m := ms[0].h, ms[1]
+	held(h, ms[0], at(10_000))
+	h.took = 300 * time.Millisecond
+	m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
+	held(h, m, at(11_300)) // its step, into a host that is down
+	select {
+	case <-m.wake: // any nudge before the host answers
+	default:
+	}
+	h.answered(at(11_400), nil, true, s.share)
+	select {
+	case <-m.wake:
+		t.Fatal("nudged at the host's first answer")
+	default:
+	}
+	h.answered(at(11_500), nil, true, s.share)
+	select {
+	case <-m.wake:
+	default:
+		t.Fatal("not nudged when the host answered twice within an attempt's time of its step")
 	}
 }

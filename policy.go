@@ -169,34 +169,69 @@ func times(n int, d time.Duration) time.Duration {
 	return time.Duration(n) * d
 }
 
-// rest draws the waits after retry n, as the request's own backoff would
+// ownSteps are the retries a request's own backoff has left after one of
+// its retries: their number, and the waits before them, summed up to each
+// of the first 64 (cum) and at their mean for each later one (tail).
+type ownSteps struct {
+	count int
+	cum   []time.Duration
+	tail  time.Duration
+}
+
+// at returns when retry k of the steps (1 to count) would go, counted from
+// the retry before the first, each attempt taking took.
+func (s ownSteps) at(k int, took time.Duration) time.Duration {
+	if k <= 0 {
+		return 0
+	}
+	var waits time.Duration
+	if n := len(s.cum); k <= n {
+		waits = s.cum[k-1]
+	} else {
+		waits = addSaturating(s.cum[n-1], times(k-n, s.tail))
+	}
+	return addSaturating(waits, times(k, took))
+}
+
+// addSaturating returns a+b for a, b ≥ 0, maxDuration when that overflows.
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
+}
+
+// rest draws the steps after retry n, as the request's own backoff would
 // wait them, prev being the wait before retry n and each at least floor
 // (a Retry-After's, spread as the request spreads it), each after an
-// attempt that takes took; u gives the
-// random values (0.5 gives their mean). An attempt and wait that would
-// end past within are not taken, as a request does not start a wait that
-// ends past its deadline. It returns the waits' sum and their number.
-func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within, took time.Duration) (sum time.Duration, count int) {
+// attempt that takes took; u gives the random values (0.5 gives their
+// mean). An attempt and wait that would end past within are not taken, as
+// a request does not start a wait that ends past its deadline.
+func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within, took time.Duration) ownSteps {
+	var s ownSteps
+	var sum time.Duration
 	for k := n + 1; k <= p.retries(); k++ {
-		left := within - sum - times(count, took)
+		left := within - sum - times(s.count, took)
 		if k-n > 64 { // the steps are at the cap by now: the rest at its mean
 			d := max(p.Delay(k, prev, 0.5), spreadUp(floor, 0.5))
 			if d+took <= 0 || d+took < d { // no time at all, or past any deadline
-				return sum, count
+				return s
 			}
-			m := min(p.retries()-k+1, int(left/(d+took)))
-			return sum + time.Duration(m)*d, count + m
+			s.tail = d
+			s.count += min(p.retries()-k+1, int(left/(d+took)))
+			return s
 		}
 		d := p.Delay(k, prev, u())
 		if floor > 0 { // as the request waits a Retry-After: spread above it
 			d = max(d, spreadUp(floor, u()))
 		}
 		if d >= left-took || d+took < d {
-			return sum, count
+			return s
 		}
-		sum, prev, count = sum+d, d, count+1
+		sum, prev, s.count = sum+d, d, s.count+1
+		s.cum = append(s.cum, sum)
 	}
-	return sum, count
+	return s
 }
 
 // waitsAfter reports whether retry n leaves any wait to the request's own

@@ -115,11 +115,16 @@ func TestScaleNearMaxInt64(t *testing.T) {
 
 func TestPolicyRest(t *testing.T) {
 	half := func() float64 { return 0.5 }
+	waits := func(s ownSteps) time.Duration { return s.at(s.count, 0) }
 	p := Policy{MaxRetries: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
-	if got, n := p.rest(1, 0, 0, half, maxDuration, 0); got != 700*time.Millisecond || n != 3 { // 100+200+400 ms, the mean of full jitter
-		t.Errorf("rest after retry 1 at the mean: %v, want 700ms", got)
+	s := p.rest(1, 0, 0, half, maxDuration, 0)
+	if got := waits(s); got != 700*time.Millisecond || s.count != 3 { // 100+200+400 ms, the mean of full jitter
+		t.Errorf("rest after retry 1 at the mean: %v in %d waits, want 700ms in 3", got, s.count)
 	}
-	if got, _ := p.rest(4, 0, 0, half, maxDuration, 0); got != 0 || p.waitsAfter(4) {
+	if got := s.at(2, 10*time.Millisecond); got != 320*time.Millisecond { // 100+200 ms of waits, two attempts of 10 ms
+		t.Errorf("second step after retry 1: %v, want 320ms", got)
+	}
+	if got := waits(p.rest(4, 0, 0, half, maxDuration, 0)); got != 0 || p.waitsAfter(4) {
 		t.Errorf("rest after the last retry: %v, waitsAfter %v", got, p.waitsAfter(4))
 	}
 	if (Policy{BaseDelay: -1}).waitsAfter(1) {
@@ -128,21 +133,21 @@ func TestPolicyRest(t *testing.T) {
 	// A MaxRetries of a billion saturates without drawing a billion waits.
 	huge := Policy{MaxRetries: 1 << 30, BaseDelay: time.Millisecond, MaxDelay: time.Hour}
 	draws := 0
-	got, _ := huge.rest(1, 0, 0, func() float64 { draws++; return 0.999 }, maxDuration, time.Millisecond)
-	if got < 1000*time.Hour || draws > 64 {
-		t.Errorf("huge MaxRetries: rest %v after %d draws", got, draws)
+	hs := huge.rest(1, 0, 0, func() float64 { draws++; return 0.999 }, maxDuration, time.Millisecond)
+	if got := waits(hs); got < 1000*time.Hour || draws > 64 || hs.at(hs.count, time.Hour) != maxDuration {
+		t.Errorf("huge MaxRetries: rest %v after %d draws, %v with hour-long attempts", got, draws, hs.at(hs.count, time.Hour))
 	}
-	if got, _ := (Policy{MaxRetries: 1 << 30, BaseDelay: time.Hour, MaxDelay: maxDuration}).rest(1, 0, 0, half, maxDuration, time.Second); got < 100*365*24*time.Hour {
+	if got := waits((Policy{MaxRetries: 1 << 30, BaseDelay: time.Hour, MaxDelay: maxDuration}).rest(1, 0, 0, half, maxDuration, time.Second)); got < 100*365*24*time.Hour {
 		t.Errorf("rest that would overflow: %v, want it saturated", got)
 	}
 	// A deadline 500 ms away: the waits of 100 and 200 ms fit, 400 does not.
-	if got, n := p.rest(1, 0, 0, half, 500*time.Millisecond, 0); got != 300*time.Millisecond || n != 2 {
-		t.Errorf("rest within 500ms: %v in %d waits, want 300ms in 2, the last retry a deadline lets start", got, n)
+	if s := p.rest(1, 0, 0, half, 500*time.Millisecond, 0); waits(s) != 300*time.Millisecond || s.count != 2 {
+		t.Errorf("rest within 500ms: %v in %d waits, want 300ms in 2, the last retry a deadline lets start", waits(s), s.count)
 	}
 	// Attempts of 100 ms count too: 100+100 and 200+100 ms fit in 500, but
 	// not without the first attempt's 100 ms, so one wait fits in 400.
-	if got, n := p.rest(1, 0, 0, half, 400*time.Millisecond, 100*time.Millisecond); got != 100*time.Millisecond || n != 1 {
-		t.Errorf("rest within 400ms, attempts of 100ms: %v in %d waits, want 100ms in 1", got, n)
+	if s := p.rest(1, 0, 0, half, 400*time.Millisecond, 100*time.Millisecond); waits(s) != 100*time.Millisecond || s.count != 1 {
+		t.Errorf("rest within 400ms, attempts of 100ms: %v in %d waits, want 100ms in 1", waits(s), s.count)
 	}
 }
 

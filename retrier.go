@@ -152,7 +152,7 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		// waits use the same random values as with storm control off. The
 		// closure takes copies, not r: r must stay on RoundTrip's stack.
 		prev, floor, random := r.prev, r.floor, r.t.random
-		lim.rest = func(took time.Duration) (time.Duration, int) { return pol.rest(n, prev, floor, random, within, took) }
+		lim.rest = func(took time.Duration) ownSteps { return pol.rest(n, prev, floor, random, within, took) }
 	}
 	return lim
 }

@@ -19,29 +19,31 @@ const DefaultReleaseShare = 0.25
 //
 // The host gate holds a retry beyond its own backoff only on evidence:
 // another request to the same host is retrying too, and the host has
-// answered none of its last 16 attempts (or told the retry by Retry-After
-// to wait). Held retries wait in line, oldest request first. While fresh
-// requests keep coming they probe the host for the line; when they stop,
-// the held retries probe in turn, one at a time, each once the last one's
-// outcome is known, and after k failed probes in a row the prober's k-th
-// backoff step (at its mean) later. Each answer of the host earns the line
-// ReleaseShare of a release (halved by a failure and grown back by answers,
-// as TCP's window is); while the line alone probes, an answer to one of its
-// retries lets two go in its place, as TCP's slow start doubles its window
-// each round trip. Until the host answers, nothing in line goes before a
-// Retry-After's date but a last retry. A held request keeps the life its
-// own backoff gives it: its waits, drawn as that backoff would draw them
-// and lengthened by a longer Retry-After as it would be, and the time its
-// attempts would take to fail, counting only those that fit before the
-// deadline. Its last retry is kept for the life's end, unless the line
-// releases it sooner: when that backoff would send it, it goes, whatever
-// the host's state (the budget is asked as it goes into a host that is
-// down). So a held request ends no later than without storm control, after
-// fewer attempts, and finds a host that is back as plain backoff would. No
-// hold outlasts the request's deadline or MaxElapsed; a request whose hold
-// reaches one returns its last outcome with StopHostGate, or, when that is
-// a response whose body could not be kept in memory (over 64 KiB, or still
-// arriving after 100 ms), an *Error that names its status.
+// answered none of its last 16 attempts (or told the retry by Retry-After to
+// wait). A held request keeps the steps its own backoff would take: its
+// waits, drawn as that backoff draws them and lengthened by a longer
+// Retry-After as it would be, each after the time an attempt takes to fail,
+// as many as fit before the deadline. It skips only the steps that would go
+// into a host that is down: at each, it goes if the host has answered its
+// last two attempts, then or within an attempt's time; its last step goes
+// whatever the host's state (the budget is asked when the host is down). So
+// a held request ends no later than without storm control, after fewer
+// attempts. Between its steps it waits in line, oldest request first. While
+// fresh requests keep coming they probe the host for the line; when they
+// stop, the held retries probe in turn, one at a time, each once the last
+// one's outcome is known, and after k failed probes in a row the prober's
+// k-th backoff step (at its mean) later. Each answer of the host earns the
+// line ReleaseShare of a release (halved by a failure and grown back by
+// answers, as TCP's window is); while the line alone probes, an answer to
+// one of its retries lets two go in its place, as TCP's slow start doubles
+// its window each round trip. A request whose steps were drawn with a
+// Retry-After keeps to the line, not to its steps, since the date is a herd
+// the server set; until the host answers, nothing in line goes before that
+// date but a last retry. No hold outlasts the request's deadline or
+// MaxElapsed; a request whose hold reaches one returns its last outcome with
+// StopHostGate, or, when that is a response whose body could not be kept in
+// memory (over 64 KiB, or still arriving after 100 ms), an *Error that names
+// its status.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -174,7 +176,7 @@ func (st *stormState) timing() bool {
 // noise, for its own backoff. Nor is a held one, whose retries into a host
 // that is down are asked about as they go (see probing).
 func (st *stormState) allows(m *member, now time.Time) bool {
-	return m.h != nil && (!m.waitsEnd.IsZero() || m.h.answers()) || st.budgetAllows(now)
+	return m.h != nil && (!m.drawn.IsZero() || m.h.answers()) || st.budgetAllows(now)
 }
 
 // budgetAllows reports whether the budget has a retry left at now. A
@@ -214,7 +216,7 @@ func (st *stormState) end(m *member, answered bool) {
 // line's probes (policy).
 type holdLimits struct {
 	hard   time.Time
-	rest   func(took time.Duration) (time.Duration, int)
+	rest   func(took time.Duration) ownSteps
 	floor  time.Duration
 	policy Policy
 }
@@ -237,13 +239,13 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	// A retry with none of its own backoff left, such as a request's last
 	// or any of a Policy without waits, is held only by a life already
 	// drawn: then it is the life's last retry, and goes at its end.
-	if st.hosts == nil || lim.rest == nil && m.waitsEnd.IsZero() {
+	if st.hosts == nil || lim.rest == nil && m.drawn.IsZero() {
 		return false, StopNone
 	}
 	if !m.h.ask(m, lim.rest == nil, lim.policy) {
 		return false, st.recheckBudget(m, time.Now())
 	}
-	if m.waitsEnd.IsZero() || lim.floor > m.floor && !m.last {
+	if m.drawn.IsZero() || lim.floor > m.floor && !m.last {
 		st.drawLife(m, lim)
 	}
 	st.held.Add(1)
@@ -298,10 +300,9 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 // draws it again for a longer Retry-After, keeping the later of the two.
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	took := m.h.attemptTime()
-	waits, attempts := lim.rest(took)
-	end := time.Now().Add(waits)
-	if m.waitsEnd.IsZero() || addCapped(end, times(attempts, took)).After(addCapped(m.waitsEnd, times(m.attempts, took))) {
-		m.waitsEnd, m.attempts = end, attempts
+	own, now := lim.rest(took), time.Now()
+	if m.drawn.IsZero() || addCapped(now, own.at(own.count, took)).After(addCapped(m.drawn, m.own.at(m.own.count, took))) {
+		m.drawn, m.own, m.step = now, own, 1
 	}
 	m.hard, m.floor = lim.hard, lim.floor
 }

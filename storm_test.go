@@ -471,6 +471,30 @@ func TestBurstAfterABlip(t *testing.T) {
 	}
 }
 
+// TestBurstAgainstASlowServer: 200 goroutines through a 1 s blip against
+// a server that takes 200 ms to answer. Held retries that waited for the
+// line's slow start put the median at 1.57x of off's (2.13 s against
+// 1.36 s over three seeds); going at their own steps once the host answers
+// again, they finish within 1.3x of off's median (1.22x), and the last no
+// later.
+// What remains is the time to learn that the host is back.
+func TestBurstAgainstASlowServer(t *testing.T) {
+	var p50On, p50Off, lastOn, lastOff time.Duration
+	for seed := uint64(1); seed <= 3; seed++ {
+		sc := fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second,
+			timeout: 15 * time.Second, latency: 200 * time.Millisecond, seed: seed}
+		on, off := runFleet(t, sc, StormControl{}).metrics(), runFleet(t, sc, stormOff).metrics()
+		if on.success < off.success {
+			t.Errorf("seed %d: %.1f%% succeed with storm control, %.1f%% without", seed, 100*on.success, 100*off.success)
+		}
+		p50On, p50Off, lastOn, lastOff = p50On+on.p50, p50Off+off.p50, lastOn+on.last, lastOff+off.last
+	}
+	t.Logf("sums over 3 seeds: median %v against %v, last %v against %v", p50On, p50Off, lastOn, lastOff)
+	if float64(p50On) > 1.3*float64(p50Off) || lastOn > lastOff {
+		t.Errorf("sums over 3 seeds: median %v with storm control, %v without; last %v, %v", p50On, p50Off, lastOn, lastOff)
+	}
+}
+
 // TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl: four
 // goroutines calling a host that never answers each get their failure
 // when their own backoff runs out, as without storm control, however many
@@ -531,6 +555,11 @@ func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
 		// requests probed: lives too short, 89% rescued against 99.6%.
 		{"100 requests/s, 4 s outage, 500 ms failures", fleetScenario{clients: 1, rate: 100, down: [2]time.Duration{0, 4 * time.Second},
 			duration: 6 * time.Second, timeout: 10 * time.Second, latency: 500 * time.Millisecond}, 6},
+		// A host down one second in two, 50 requests/s: held retries left
+		// only at the line's pace or at their life's end, which fell in a
+		// down second half the time: 3,278 of 3,592 rescued, off 3,498.
+		{"50 requests/s, host down one second in two", fleetScenario{clients: 1, rate: 50, flap: time.Second,
+			duration: 24 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var okOn, okOff, n int
@@ -924,8 +953,8 @@ func TestHeldRequestAloneOnADeadHostStillAsksTheBudget(t *testing.T) {
 	st := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	st.retrying.Store(2) // another request of the Transport retries elsewhere
 	m := st.failed("down", nil, failure{first: true, at: time.Now()})
-	m.waitsEnd = time.Now().Add(time.Second) // held before, by a line since gone
-	lim := holdLimits{rest: func(time.Duration) (time.Duration, int) { return time.Second, 1 }}
+	m.drawn = time.Now().Add(time.Second) // held before, by a line since gone
+	lim := holdLimits{rest: func(time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
 	if _, stop := st.hold(context.Background(), m, lim); stop != StopBudget {
 		t.Errorf("stop %v, want StopBudget: the empty budget was not asked", stop)
 	}
@@ -936,10 +965,11 @@ func TestHeldRequestAloneOnADeadHostStillAsksTheBudget(t *testing.T) {
 func TestALongerRetryAfterNeverShortensALife(t *testing.T) {
 	st := &stormState{hosts: newHostSet(DefaultReleaseShare)}
 	m := st.failed("h", nil, failure{first: true, at: time.Now(), sent: time.Now().Add(-time.Second)}) // its attempt took 1 s
-	m.waitsEnd, m.attempts = time.Now().Add(10*time.Second), 4
-	st.drawLife(m, holdLimits{floor: time.Second, rest: func(time.Duration) (time.Duration, int) { return time.Second, 1 }})
-	if want := 10 * time.Second; time.Until(m.waitsEnd) < want-time.Second || m.attempts != 4 {
-		t.Errorf("life now ends in %v with %d attempts; want the longer one kept (10 s and 4)", time.Until(m.waitsEnd).Round(time.Second), m.attempts)
+	drawn := time.Now()
+	m.drawn, m.own = drawn, ownSteps{count: 4, cum: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
+	st.drawLife(m, holdLimits{floor: time.Second, rest: func(time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }})
+	if !m.drawn.Equal(drawn) || m.own.count != 4 {
+		t.Errorf("life now drawn %v later with %d attempts; want the longer one kept (10 s of waits and 4 attempts)", m.drawn.Sub(drawn), m.own.count)
 	}
 }
 
