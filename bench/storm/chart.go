@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -26,8 +27,9 @@ var (
 )
 
 // WriteChart draws the results as a PNG: on top, the attempts per window of
-// every system over time against the server's capacity, the outage shaded;
-// below, one panel per system of its attempts against the ones served.
+// every system over time against the server's capacity, the outage (and a
+// flapping host's down intervals) shaded; below, one panel per system of
+// its attempts against the ones served.
 func WriteChart(w io.Writer, res Results) error {
 	rows := (len(res.Systems) + 1) / 2
 	height := topHeight + vg.Length(rows)*panelHeight
@@ -80,6 +82,9 @@ func chartTitle(sc Scenario) string {
 	case RandomClosed:
 		return fmt.Sprintf("Attempts per %s at the server (%d closed-loop workers on one client, %.0f%% of attempts fail at random)",
 			sc.Window, sc.Workers, 100*sc.failRate())
+	case Flapping:
+		return fmt.Sprintf("Attempts per %s at the server (one client, %.0f req/s open loop, host down every other %s, shaded)",
+			sc.Window, sc.Rate, sc.FlapPeriod)
 	}
 	return fmt.Sprintf("Attempts per %s at the server (%s, %d clients, %.0f req/s offered, outage shaded)",
 		sc.Window, modeLabel[sc.Mode], sc.Clients, sc.Rate)
@@ -165,9 +170,8 @@ func decorate(p *plot.Plot, sc Scenario, ymax, xmax float64) error {
 	ymax = max(ymax, 1) * 1.1 // an empty run still gets an axis
 	p.Y.Min, p.Y.Max = 0, ymax
 	p.X.Min, p.X.Max = 0, xmax
-	if sc.OutageEnd > sc.OutageStart {
-		a, b := sc.OutageStart.Seconds(), sc.OutageEnd.Seconds()
-		shade, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: 0}, {X: b, Y: 0}, {X: b, Y: ymax}, {X: a, Y: ymax}})
+	for _, d := range downSpans(sc) {
+		shade, err := plotter.NewPolygon(plotter.XYs{{X: d[0], Y: 0}, {X: d[1], Y: 0}, {X: d[1], Y: ymax}, {X: d[0], Y: ymax}})
 		if err != nil {
 			return err
 		}
@@ -187,6 +191,22 @@ func decorate(p *plot.Plot, sc Scenario, ymax, xmax float64) error {
 	p.Add(c)
 	p.Legend.Add("capacity", c)
 	return nil
+}
+
+// downSpans are the spans the chart shades, in seconds: the outage, and
+// every down interval of a flapping host.
+func downSpans(sc Scenario) [][2]float64 {
+	var out [][2]float64
+	if sc.OutageEnd > sc.OutageStart {
+		out = append(out, [2]float64{sc.OutageStart.Seconds(), sc.OutageEnd.Seconds()})
+	}
+	if sc.FlapPeriod <= 0 {
+		return out
+	}
+	for t := time.Duration(0); t < sc.Duration; t += 2 * sc.FlapPeriod {
+		out = append(out, [2]float64{t.Seconds(), min(t+sc.FlapPeriod, sc.Duration).Seconds()})
+	}
+	return out
 }
 
 // series turns windows into points at each window's middle.

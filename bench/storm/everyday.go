@@ -63,6 +63,34 @@ func BurstPreset() Scenario {
 	return s
 }
 
+// SlowBurstPreset is BurstPreset against a server that takes 200 ms over
+// every answer, as one that does real work does: whether a system's
+// backoff, counted from the answer, still lets the backlog through soon
+// after the host's return when every failure itself takes a while.
+func SlowBurstPreset() Scenario {
+	s := BurstPreset()
+	s.ServiceTime = 200 * time.Millisecond
+	return s
+}
+
+// FlapPreset is one client sending open-loop arrivals at 50 requests/s for
+// 12 s to a host that is down every other second, the first included,
+// without a capacity limit, with the library's default retry numbers: what
+// a system rescues from a host that comes and goes, and whether what it
+// learns in one down second holds back the retries that would succeed in
+// the next up one. A second is longer than the default backoff's first
+// steps, so that most retries of a request that arrives while the host is
+// down can find it back; 12 s (six down seconds, six up) is long enough to
+// show whether a system keeps up with the flapping, and short enough for
+// the report to run it for every system.
+func FlapPreset() Scenario {
+	s := single(Flapping)
+	s.Rate = 50
+	s.Duration = 12 * time.Second
+	s.FlapPeriod = time.Second
+	return s
+}
+
 // RandomClosedPreset is Workers closed-loop goroutines sharing one client,
 // sending back to back for 3 s against a host that fails the share f of
 // attempts at random, without a capacity limit: what retries rescue and
@@ -112,7 +140,8 @@ func RetryAfterHerdPreset() Scenario {
 
 // Preset returns the scenario a mode runs by default: Default's fleet for
 // open, closed and collapse, RandomFailures for random, and the presets
-// above for the others; failRate picks RandomClosed's (0 means 5%).
+// above for the others (SlowBurstPreset is burst with a service time, so
+// not a mode's own); failRate picks RandomClosed's (0 means 5%).
 func Preset(mode Mode, failRate float64) (Scenario, error) {
 	var s Scenario
 	switch mode {
@@ -134,6 +163,8 @@ func Preset(mode Mode, failRate float64) (Scenario, error) {
 		s = RandomClosedPreset(failRate)
 	case RetryAfterLong:
 		s = RetryAfterLongPreset()
+	case Flapping:
+		s = FlapPreset()
 	default:
 		return Scenario{}, fmt.Errorf("storm: unknown mode %q", mode)
 	}

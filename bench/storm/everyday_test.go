@@ -53,6 +53,10 @@ func TestPresets(t *testing.T) {
 		"retry-after-long without RA": func(s *Scenario) { *s = RetryAfterLongPreset(); s.RetryAfter = 0 },
 		"herd without capacity":       func(s *Scenario) { *s = RetryAfterHerdPreset(); s.Capacity = 0 },
 		"negative capacity":           func(s *Scenario) { *s = BurstPreset(); s.Capacity = -1 },
+		"flapping without period":     func(s *Scenario) { *s = FlapPreset(); s.FlapPeriod = 0 },
+		"flapping without rate":       func(s *Scenario) { *s = FlapPreset(); s.Rate = 0 },
+		"negative flap period":        func(s *Scenario) { *s = Default(); s.FlapPeriod = -time.Second },
+		"negative service time":       func(s *Scenario) { *s = SlowBurstPreset(); s.ServiceTime = -ms },
 	}
 	for name, spoil := range bad {
 		var s Scenario
@@ -222,6 +226,7 @@ func TestEverydayTables(t *testing.T) {
 		RandomClosed:   "attempts per request",
 		RetryAfterLong: "early retries",
 		RetryAfterHerd: "answers with Retry-After",
+		Flapping:       "last done after arrivals end",
 		Open:           "load × overall",
 	}
 	for mode, column := range cases {
@@ -307,5 +312,136 @@ func TestDriversOnLoopback(t *testing.T) {
 	res, err := Run(long, []bench.System{bare, naive}) // run side by side
 	if err != nil || len(res.Systems) != 2 || res.Systems[0].Name != "bare" || res.Systems[1].Metrics.Early != 1 {
 		t.Errorf("Run in parallel: %v %+v", err, res.Systems)
+	}
+}
+
+func TestFlapPresetAndVerdict(t *testing.T) {
+	sc := FlapPreset()
+	if sc.Mode != Flapping || sc.Clients != 1 || sc.Rate != 50 || sc.Capacity != 0 || sc.FlapPeriod != time.Second ||
+		sc.RequestTimeout != 10*time.Second || sc.Params != bench.DefaultParams || sc.Validate() != nil {
+		t.Fatalf("flap preset: %+v", sc)
+	}
+	r := newRecorder(sc)
+	steps := []struct {
+		at   time.Duration
+		want Verdict
+	}{
+		{0, Down}, {999 * ms, Down}, // the first interval is down
+		{time.Second, Served}, {1999 * ms, Served},
+		{2 * time.Second, Down}, {2500 * ms, Down},
+		{3500 * ms, Served},
+		{sc.Duration - time.Second - ms, Down}, // [10 s, 11 s): the last down interval
+		{sc.Duration - ms, Served},
+		{sc.Duration, Served}, // [12 s, 13 s) would be down, but arrivals are over
+		{sc.Duration + 2*time.Second, Served},
+	}
+	for i, s := range steps {
+		if v := r.Admit(s.at); v != s.want {
+			t.Fatalf("step %d at %v: %v, want %v", i, s.at, v, s.want)
+		}
+	}
+	// No capacity limit: an up interval serves whatever comes.
+	for i := range 5000 {
+		if v := r.Admit(1500 * ms); v != Served {
+			t.Fatalf("attempt %d in an up interval: %v", i, v)
+		}
+	}
+	if m := compute(sc, r.Windows(), nil, 0, 0); m.DownAttempts != 5 || m.PeakRatio != 0 {
+		t.Fatalf("down attempts %d, peak ratio %v", m.DownAttempts, m.PeakRatio)
+	}
+	// Without a period, the other modes never flap.
+	if r := newRecorder(RandomClosedPreset(0)); r.sc.flapDown(0) || r.sc.flapDown(2*time.Second) {
+		t.Fatal("a scenario without a flap period flapped")
+	}
+}
+
+func TestFlapChartShading(t *testing.T) {
+	sc := FlapPreset()
+	spans := downSpans(sc)
+	if len(spans) != 6 || spans[0] != [2]float64{0, 1} || spans[5] != [2]float64{10, 11} {
+		t.Fatalf("flap shading: %v", spans)
+	}
+	sc.Duration = 2500 * ms // the last down interval is cut at the end of arrivals
+	if spans := downSpans(sc); len(spans) != 2 || spans[1] != [2]float64{2, 2.5} {
+		t.Fatalf("flap shading cut at 2.5 s: %v", spans)
+	}
+	if spans := downSpans(BurstPreset()); len(spans) != 1 || spans[0] != [2]float64{0, 1} {
+		t.Fatalf("burst shading: %v", spans)
+	}
+	res := Results{Scenario: FlapPreset(), Systems: []SystemResult{{Name: "a", Windows: []Window{{Attempts: 5, DownCount: 5}}}}}
+	if err := WriteChart(io.Discard, res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSlowBurstPreset(t *testing.T) {
+	sc := SlowBurstPreset()
+	want := BurstPreset()
+	want.ServiceTime = 200 * ms
+	if sc != want || sc.Validate() != nil {
+		t.Fatalf("slow burst: %+v", sc)
+	}
+	var b bytes.Buffer
+	Describe(&b, sc)
+	if !strings.HasPrefix(b.String(), "Mode burst") || !strings.Contains(b.String(), "takes 200ms over every attempt") || strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("slow burst description: %q", b.String())
+	}
+	b.Reset()
+	Describe(&b, BurstPreset())
+	if strings.Contains(b.String(), "takes") {
+		t.Errorf("burst description names a service time: %q", b.String())
+	}
+}
+
+// TestServiceTimeOnLoopback sends a burst through bare against a server
+// that takes ServiceTime over each answer and is down only until half of
+// it has passed: every request takes at least ServiceTime, and every one
+// succeeds, because the verdict is decided once the time is over, when
+// the host is back.
+func TestServiceTimeOnLoopback(t *testing.T) {
+	systems, ok := bench.Lookup([]string{"bare"})
+	if !ok {
+		t.Skip("bare is not among the systems")
+	}
+	sc := SlowBurstPreset()
+	sc.Workers, sc.ServiceTime, sc.OutageEnd = 10, 100*ms, 50*ms
+	m := runOne(sc, systems[0]).Metrics
+	if m.Requests != 10 || m.Attempts != 10 || m.Success != 1 || m.DownAttempts != 0 {
+		t.Errorf("%d requests, %d attempts, success %v, %d answered down", m.Requests, m.Attempts, m.Success, m.DownAttempts)
+	}
+	if m.P50 < sc.ServiceTime || m.Max < sc.ServiceTime || m.Max > sc.ServiceTime+time.Second {
+		t.Errorf("latency p50 %v, max %v with a service time of %v", m.P50, m.Max, sc.ServiceTime)
+	}
+
+	sc.ServiceTime = 0 // answered at once, within the outage
+	if m := runOne(sc, systems[0]).Metrics; m.Success != 0 || m.DownAttempts != 10 || m.Max >= 50*ms {
+		t.Errorf("without service time: success %v, %d answered down, max %v", m.Success, m.DownAttempts, m.Max)
+	}
+}
+
+// TestFlapOnLoopback runs a short, fast flapping host end to end through
+// bare, which never retries: about half of the requests arrive in a down
+// interval and fail, the others succeed, and the host is never down after
+// arrivals end.
+func TestFlapOnLoopback(t *testing.T) {
+	systems, ok := bench.Lookup([]string{"bare"})
+	if !ok {
+		t.Skip("bare is not among the systems")
+	}
+	sc := FlapPreset()
+	sc.Rate, sc.Duration, sc.FlapPeriod = 1000, 400*ms, 50*ms
+	res, err := Run(sc, systems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Systems[0].Metrics
+	if m.Requests < 300 || m.Attempts != m.Requests || m.Success < 0.3 || m.Success > 0.7 {
+		t.Fatalf("%d requests, %d attempts, success %v", m.Requests, m.Attempts, m.Success)
+	}
+	if failed := m.Requests - int(m.Success*float64(m.Requests)+0.5); m.DownAttempts != failed {
+		t.Errorf("%d attempts answered down, %d requests failed", m.DownAttempts, failed)
+	}
+	if m.DownUntil >= sc.Duration {
+		t.Errorf("down until %v, after arrivals ended at %v", m.DownUntil, sc.Duration)
 	}
 }

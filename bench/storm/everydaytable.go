@@ -19,6 +19,7 @@ var everydayTables = map[Mode]func(io.Writer, Results){
 	RandomClosed:   writeRandomClosed,
 	RetryAfterLong: writeRetryAfterLong,
 	RetryAfterHerd: writeHerd,
+	Flapping:       writeFlapping,
 }
 
 // everydayDescriptions say what an everyday scenario was, in one line;
@@ -40,6 +41,10 @@ var everydayDescriptions = map[Mode]func(Scenario) string{
 		return fmt.Sprintf("Mode retry-after-long: one client, one goroutine, %d call(s) in a row; the first attempt of each gets 429 "+
 			"with Retry-After: %d, later ones 200; %s (MaxRetries × cap = %s).",
 			sc.Calls, int(ceilSeconds(sc.RetryAfter)/time.Second), policyText(sc), time.Duration(sc.Params.MaxRetries)*sc.Params.MaxDelay)
+	},
+	Flapping: func(sc Scenario) string {
+		return fmt.Sprintf("Mode flapping: one client, %.0f req/s open-loop arrivals for %s; the host answers 503 in every other interval of %s, "+
+			"the first included, and 200 in the others, %s; %s.", sc.Rate, seconds(sc.Duration), sc.FlapPeriod, capacityText(sc), policyText(sc))
 	},
 }
 
@@ -64,6 +69,20 @@ func writeBurst(w io.Writer, res Results) {
 		m := s.Metrics
 		fmt.Fprintf(w, "| %s | %.1f%% | %s | %d | %.2f | %s | %s |\n", s.Name, 100*m.Success,
 			signedSeconds(m.LastDone-res.Scenario.OutageEnd), m.DownAttempts, m.Amplification, millis(m.P50), millis(m.P99))
+	}
+}
+
+// writeFlapping: what retries rescue from a host that comes and goes,
+// what they send it while it is down, and how long the requests that
+// arrive while it is down wait for an up interval (p99, max, and the last
+// one's end after arrivals stop).
+func writeFlapping(w io.Writer, res Results) {
+	fmt.Fprintf(w, "| system | requests | success | attempts per request | attempts while down | p50 | p99 | max latency | last done after arrivals end |\n")
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, s := range res.Systems {
+		m := s.Metrics
+		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.2f | %d | %s | %s | %s | %s |\n", s.Name, m.Requests, 100*m.Success, m.Amplification,
+			m.DownAttempts, millis(m.P50), millis(m.P99), millis(m.Max), signedSeconds(m.LastDone-res.Scenario.Duration))
 	}
 }
 
@@ -108,6 +127,16 @@ func writeHerd(w io.Writer, res Results) {
 func policyText(sc Scenario) string {
 	return fmt.Sprintf("request timeout %s, MaxRetries %d, base %s, cap %s",
 		sc.RequestTimeout, sc.Params.MaxRetries, sc.Params.BaseDelay, sc.Params.MaxDelay)
+}
+
+// serviceNote is a sentence on the server's service time, "" when it
+// answers at once; it follows every mode's description.
+func serviceNote(sc Scenario) string {
+	if sc.ServiceTime <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" The server takes %s over every attempt and decides its answer at the end, "+
+		"so that an attempt that arrives just before the host's return gets 200.", sc.ServiceTime)
 }
 
 // capacityText says whether the server sheds load.

@@ -6,8 +6,9 @@
 // back, and how many requests they rescue. The everyday scenarios
 // (everyday.go) run one client instead of a fleet, as a newcomer to a retry
 // library writes it: calls in a row to a dead host, a burst during a short
-// outage, workers against random failures, a long Retry-After; and the
-// fleet told by Retry-After when to come back.
+// outage at a fast server and at a slow one, workers against random
+// failures, a long Retry-After, a host that comes and goes; and the fleet
+// told by Retry-After when to come back.
 //
 // Run(scenario, systems) runs the scenario once per system, one after the
 // other (side by side in the modes that send one request at a time), each
@@ -66,10 +67,14 @@ const (
 	// attempt of each gets 429 with Retry-After (RetryAfter), later ones
 	// 200.
 	RetryAfterLong Mode = "retry-after-long"
+	// Flapping: one client sends open-loop arrivals at Rate to a host
+	// that is down in every other FlapPeriod-long interval while they
+	// arrive, without a capacity limit unless Capacity is set.
+	Flapping Mode = "flapping"
 )
 
 // Modes lists every mode, in the order of the help text.
-var Modes = []Mode{Open, Closed, Collapse, Random, RetryAfterHerd, Sequential, Burst, RandomClosed, RetryAfterLong}
+var Modes = []Mode{Open, Closed, Collapse, Random, RetryAfterHerd, Sequential, Burst, RandomClosed, RetryAfterLong, Flapping}
 
 // Scenario is one storm: fleet, load, server and outage.
 type Scenario struct {
@@ -100,6 +105,15 @@ type Scenario struct {
 	// OutageStart and OutageEnd bound the full outage: every request in
 	// [OutageStart, OutageEnd) gets 503.
 	OutageStart, OutageEnd time.Duration
+	// FlapPeriod, when positive, makes the host also down in every other
+	// FlapPeriod-long interval, the first included, until Duration: down
+	// in [0, FlapPeriod), up in [FlapPeriod, 2·FlapPeriod), and so on
+	// (Flapping; the modes without a Duration never flap).
+	FlapPeriod time.Duration
+	// ServiceTime is how long the server takes over each attempt before
+	// it answers, in every mode; it decides the answer at the end, from
+	// the host's state then rather than on arrival. Zero answers at once.
+	ServiceTime time.Duration
 	// Duration is how long new logical requests arrive; requests in flight
 	// at its end are let finish.
 	Duration time.Duration
@@ -196,6 +210,8 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("storm: capacity must not be negative")
 	case s.RetryAfter < 0:
 		return fmt.Errorf("storm: Retry-After must not be negative")
+	case s.FlapPeriod < 0 || s.ServiceTime < 0:
+		return fmt.Errorf("storm: flap period and service time must not be negative")
 	}
 	switch s.Mode {
 	case Sequential, RetryAfterLong:
@@ -214,6 +230,13 @@ func (s Scenario) Validate() error {
 	case RandomClosed:
 		if s.Workers < 1 || s.Duration <= 0 || s.RequestTimeout <= 0 {
 			return fmt.Errorf("storm: random-closed needs workers, a duration and a request timeout")
+		}
+		return nil
+	case Flapping:
+		// Capacity may be zero: one client needs no limit to show
+		// what it does to a host that comes and goes.
+		if s.Rate <= 0 || s.Duration <= 0 || s.RequestTimeout <= 0 || s.FlapPeriod <= 0 {
+			return fmt.Errorf("storm: flapping needs a rate, a duration, a request timeout and a flap period")
 		}
 		return nil
 	}
@@ -238,6 +261,13 @@ func (s Scenario) failRate() float64 {
 		return DefaultFailRate
 	}
 	return s.FailRate
+}
+
+// flapDown reports whether the host is down at now by flapping: in the
+// first, third, fifth… FlapPeriod-long interval of the run, up to
+// Duration, after which the requests in flight are let finish.
+func (s Scenario) flapDown(now time.Duration) bool {
+	return s.FlapPeriod > 0 && now >= 0 && now < s.Duration && (now/s.FlapPeriod)%2 == 0
 }
 
 // burst resolves Burst.

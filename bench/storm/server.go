@@ -16,7 +16,8 @@ const (
 	Served Verdict = iota
 	// Shed: 503, over capacity (the token bucket was empty).
 	Shed
-	// Down: 503, the server is in its outage or collapsed.
+	// Down: 503, the server is in its outage, in a down interval of its
+	// flapping, or collapsed.
 	Down
 	// Flaky: 503 at random (Random and RandomClosed), whatever the load.
 	Flaky
@@ -178,7 +179,7 @@ func (r *recorder) verdict(now time.Duration, c *call) Verdict {
 		}
 		return Served
 	}
-	if now >= r.sc.OutageStart && now < r.sc.OutageEnd {
+	if now >= r.sc.OutageStart && now < r.sc.OutageEnd || r.sc.flapDown(now) {
 		return Down
 	}
 	if f := r.sc.failRate(); f > 0 && r.rng.Float64() < f {

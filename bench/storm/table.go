@@ -30,7 +30,7 @@ func WriteTable(w io.Writer, res Results) {
 // Describe writes one line that says what the scenario was.
 func Describe(w io.Writer, sc Scenario) {
 	if describe := everydayDescriptions[sc.Mode]; describe != nil {
-		fmt.Fprintln(w, describe(sc))
+		fmt.Fprintln(w, describe(sc)+serviceNote(sc))
 		return
 	}
 	failure := fmt.Sprintf("outage %s–%s", seconds(sc.OutageStart), seconds(sc.OutageEnd))
@@ -54,7 +54,7 @@ func Describe(w io.Writer, sc Scenario) {
 		}
 		fmt.Fprintf(w, " Every outage 503 carries Retry-After: %s.", told)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintln(w, serviceNote(sc))
 }
 
 // WriteCSV writes every window of every system, one row each.

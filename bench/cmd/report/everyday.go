@@ -16,6 +16,8 @@ func everydayRuns() []stormRun {
 		{"sequential", "Sequential calls to a host that is down", "One goroutine calls a host that always answers 503, several times in a row: how long each call waits for nothing, and whether later calls learn from earlier ones.", storm.SequentialPreset()},
 		{"concurrent-down", "Concurrent calls to a host that is down", "Four goroutines share one client and call a host that always answers 503, five times each: whether holding retries back when requests fail together makes any call wait longer for its failure.", storm.ConcurrentDownPreset()},
 		{"burst", "A burst on one client while the host is down", "200 goroutines share one client and start together while the host is down for a second: what they send to the dead host, and how soon the backlog is through once it is back.", storm.BurstPreset()},
+		{"slow-burst", "A burst on one client against a slow server", "The same burst against a server that takes 200 ms over every answer: whether backoff that starts only once a failure has taken its time still lets the backlog through soon after the host is back.", storm.SlowBurstPreset()},
+		{"flapping", "A flapping host, open loop", "One client sends 50 requests a second to a host that is down every other second: what retries rescue from a host that comes and goes, and whether what a system learns while the host is down holds back retries that would succeed once it is up.", storm.FlapPreset()},
 	}
 	for _, f := range storm.RandomClosedRates {
 		sc := storm.RandomClosedPreset(f)
@@ -32,11 +34,11 @@ func everydayRuns() []stormRun {
 // its CSV and chart into dir (named relative to the report as rel).
 func runEveryday(md io.Writer, systems []bench.System, dir, rel string) error {
 	fmt.Fprintf(md, "## Everyday scenarios\n\n")
-	fmt.Fprintf(md, "`cd bench && go run ./cmd/storm -mode sequential|burst|random-closed|retry-after-long|retry-after-herd` (random-closed with `-fail-rate 0.3` and so on; package `bench/storm`, everyday.go): one client (one RoundTripper) as a newcomer writes it, "+
+	fmt.Fprintf(md, "`cd bench && go run ./cmd/storm -mode sequential|burst|random-closed|retry-after-long|retry-after-herd|flapping` (random-closed with `-fail-rate 0.3` and so on, the slow burst with `-mode burst -service-time 200ms`; package `bench/storm`, everyday.go): one client (one RoundTripper) as a newcomer writes it, "+
 		"against a loopback server, each system against a fresh one. Success: logical requests that finally got a 200. "+
 		"Attempts per call or per request: attempts at the server ÷ logical requests. Attempts by call: each call's attempts, in order. "+
 		"Last done after recovery: from the host's return until the last request ended (negative when every request gave up before). "+
-		"Attempts while down: attempts the host answered while down. Early retries: attempts that arrived before the date the server's latest "+
+		"Attempts while down: attempts the host answered while down. Last done after arrivals end: from the end of new arrivals until the last request ended. Early retries: attempts that arrived before the date the server's latest "+
 		"Retry-After to that request named. The retry-after-herd table's other columns are the storm table's.\n\n")
 	for _, r := range everydayRuns() {
 		if err := runStorm(md, r, systems, dir, rel); err != nil {

@@ -9,6 +9,8 @@
 //	go run ./cmd/storm -mode random-closed -fail-rate 0.3
 //	go run ./cmd/storm -mode retry-after-long
 //	go run ./cmd/storm -mode retry-after-herd
+//	go run ./cmd/storm -mode flapping
+//	go run ./cmd/storm -mode burst -service-time 200ms
 package main
 
 import (
@@ -40,6 +42,8 @@ func main() {
 	flag.DurationVar(&f.OutageEnd, "outage-end", f.OutageEnd, "end of the full outage")
 	flag.DurationVar(&f.Duration, "duration", f.Duration, "how long new requests arrive")
 	flag.DurationVar(&f.RequestTimeout, "timeout", f.RequestTimeout, "every logical request's deadline")
+	flag.DurationVar(&f.FlapPeriod, "flap", f.FlapPeriod, "when positive, the host is also down in every other interval this long, the first included, until -duration (flapping)")
+	flag.DurationVar(&f.ServiceTime, "service-time", f.ServiceTime, "how long the server takes over each attempt before it answers (burst -service-time 200ms is the slow burst)")
 	flag.DurationVar(&f.RetryAfter, "retry-after", f.RetryAfter, "Retry-After sent (whole seconds): on retry-after-long's 429s; on retry-after-herd's 503s, 0 meaning until the outage's end")
 	flag.IntVar(&f.Params.MaxRetries, "retries", f.Params.MaxRetries, "retries after the first attempt")
 	flag.DurationVar(&f.Params.BaseDelay, "base", f.Params.BaseDelay, "backoff base delay")
@@ -132,6 +136,8 @@ var overrides = map[string]func(dst *storm.Scenario, f storm.Scenario){
 	"outage-end":   func(d *storm.Scenario, f storm.Scenario) { d.OutageEnd = f.OutageEnd },
 	"duration":     func(d *storm.Scenario, f storm.Scenario) { d.Duration = f.Duration },
 	"timeout":      func(d *storm.Scenario, f storm.Scenario) { d.RequestTimeout = f.RequestTimeout },
+	"flap":         func(d *storm.Scenario, f storm.Scenario) { d.FlapPeriod = f.FlapPeriod },
+	"service-time": func(d *storm.Scenario, f storm.Scenario) { d.ServiceTime = f.ServiceTime },
 	"retry-after":  func(d *storm.Scenario, f storm.Scenario) { d.RetryAfter = f.RetryAfter },
 	"retries":      func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxRetries = f.Params.MaxRetries },
 	"base":         func(d *storm.Scenario, f storm.Scenario) { d.Params.BaseDelay = f.Params.BaseDelay },
