@@ -430,19 +430,21 @@ func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
 
 func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		took    int   // ms an attempt takes
-		answers []int // when the host answers, ms
-		floor   time.Duration
-		polls   []int // when the held retry looks at the host, ms
-		want    int   // the poll at which it goes; -1: none
+		name     string
+		took     int   // ms an attempt takes
+		shedding bool  // the host answered, then failed, before the polls: it sheds, it is not down
+		answers  []int // when the host answers, ms
+		floor    time.Duration
+		polls    []int // when the held retry looks at the host, ms
+		want     int   // the poll at which it goes; -1: none
 	}{
-		{"the host down at its step: it skips the step", 0, nil, 0, []int{11_000, 12_999}, -1},
-		{"the host answered twice before its step: it goes at the step", 0, []int{10_500, 10_600}, 0, []int{10_999, 11_000}, 1},
-		{"one answer is not enough", 0, []int{10_500}, 0, []int{11_000}, -1},
-		{"two answers within an attempt's time after its step: it goes then", 300, []int{11_400, 11_500}, 0, []int{11_300, 11_500}, 1},
-		{"answers later than that: it waits for its next step", 300, []int{11_700, 11_800}, 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
-		{"a life drawn with a Retry-After keeps to the line", 0, []int{10_500, 10_600}, time.Second, []int{11_000, 13_000}, -1},
+		{"the host down at its step: it skips the step", 0, false, nil, 0, []int{11_000, 12_999}, -1},
+		{"the host answered twice before its step: it goes at the step", 0, false, []int{10_500, 10_600}, 0, []int{10_999, 11_000}, 1},
+		{"one answer is not enough", 0, false, []int{10_500}, 0, []int{11_000}, -1},
+		{"two answers within an attempt's time after its step into a host that was down: it goes then", 300, false, []int{11_400, 11_500}, 0, []int{11_300, 11_500}, 1},
+		{"answers later than that: it waits for its next step", 300, false, []int{11_700, 11_800}, 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
+		{"a host that sheds gives no such time: it waits for its next step", 300, true, []int{11_400, 11_500}, 0, []int{11_300, 11_500, 13_600}, 2},
+		{"a life drawn with a Retry-After keeps to the line", 0, false, []int{10_500, 10_600}, time.Second, []int{11_000, 13_000}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3)
@@ -453,6 +455,10 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 			m.drawn, m.own, m.step, m.floor = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1, tc.floor
 			if !held(h, m, at(10_001)) {
 				t.Fatal("held retry went")
+			}
+			if tc.shedding {
+				h.answered(at(10_100), nil, true, s.share)
+				s.failed("h", ms[2], failure{at: at(10_200)})
 			}
 			answers := tc.answers
 			for i, p := range tc.polls {
