@@ -185,11 +185,11 @@ func (s ownSteps) at(k int, took time.Duration) time.Duration {
 		return 0
 	}
 	var waits time.Duration
-	if n := len(s.cum); k <= n {
-		waits = s.cum[k-1]
-	} else {
-		waits = addSaturating(s.cum[n-1], times(k-n, s.tail))
+	n := min(k, len(s.cum))
+	if n > 0 {
+		waits = s.cum[n-1]
 	}
+	waits = addSaturating(waits, times(k-n, s.tail))
 	return addSaturating(waits, times(k, took))
 }
 

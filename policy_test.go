@@ -124,6 +124,9 @@ func TestPolicyRest(t *testing.T) {
 	if got := s.at(2, 10*time.Millisecond); got != 320*time.Millisecond { // 100+200 ms of waits, two attempts of 10 ms
 		t.Errorf("second step after retry 1: %v, want 320ms", got)
 	}
+	if got := (ownSteps{count: 2, tail: time.Second}).at(2, time.Millisecond); got != 2002*time.Millisecond { // steps at their mean only
+		t.Errorf("two steps of 1 s at the mean, attempts of 1 ms: %v, want 2.002s", got)
+	}
 	if got := waits(p.rest(4, 0, 0, half, maxDuration, 0)); got != 0 || p.waitsAfter(4) {
 		t.Errorf("rest after the last retry: %v, waitsAfter %v", got, p.waitsAfter(4))
 	}
