@@ -28,14 +28,14 @@ const (
 	// spare capacity, peak after an outage 4.16x of capacity; 4.28x with a
 	// fixed share).
 	shareStep = 1.0 / 8
-	// answersInARow: a held retry goes at a step of its own backoff only
-	// while the host has answered this many attempts in a row, which a
-	// host shedding half of them does one time in four (three virtual
-	// seeds: peak after the storm simulator's outage 3.61x of capacity,
-	// 4.18x at 1, 3.28x at 4; median of 200 goroutines through a 1 s blip
-	// against a 200 ms server 1.74 s, 1.54 s at 1, 1.89 s at 4, 1.36 s with
-	// storm control off).
-	answersInARow = 2
+	// upAfter: a host is up once it has answered this many attempts in a
+	// row, and only then does a held retry go at a step of its own backoff
+	// (but see member.inGrace), so that a host that sheds thins a fleet's
+	// steps out (three virtual seeds: peak after the storm simulator's
+	// outage 3.16x of capacity, 3.30x at 4, 4.18x at 1; a shared client
+	// 3.12x, 3.40x at 4; median of 200 goroutines through a 1 s blip
+	// against a 200 ms server 1.59 s, 1.53 s at 1; off 5.44x, 1.36 s).
+	upAfter = 16
 )
 
 // hostSet holds the state of the hosts that have requests retrying now;
@@ -51,23 +51,24 @@ type hostSet struct {
 // so that a finished request's history never reaches a later one. Its
 // methods take the time as a value, so tests drive it without a clock.
 type host struct {
-	mu        sync.Mutex
-	name      string
-	members   []*member     // the retrying requests, oldest first
-	silent    int           // attempts failed since the latest answer
-	streak    int           // attempts answered since the latest failure
-	lastFresh time.Time     // the latest first attempt
-	gap       time.Duration // the usual time between first attempts
-	gaps      int           // samples in gap, up to gapWeight
-	share     float64       // releases each answer earns
-	credit    float64       // releases earned, not yet used
-	cut       bool          // a release happened since share was last halved
-	notBefore time.Time     // Retry-After: nothing held goes earlier
-	nextProbe time.Time     // fresh requests stopped: the next probe goes no earlier
-	probing   *member       // the line's probe whose outcome is awaited
-	took      time.Duration // how long its latest timed failed attempt took
-	missed    int           // the line's probes failed in a row
-	pace      time.Duration // the wait after the latest failed probe
+	mu         sync.Mutex
+	name       string
+	members    []*member     // the retrying requests, oldest first
+	silent     int           // attempts failed since the latest answer
+	streak     int           // attempts answered since the latest failure
+	lastFresh  time.Time     // the latest first attempt
+	gap        time.Duration // the usual time between first attempts
+	gaps       int           // samples in gap, up to gapWeight
+	share      float64       // releases each answer earns
+	credit     float64       // releases earned, not yet used
+	cut        bool          // a release happened since share was last halved
+	notBefore  time.Time     // Retry-After: nothing held goes earlier
+	nextProbe  time.Time     // fresh requests stopped: the next probe goes no earlier
+	probing    *member       // the line's probe whose outcome is awaited
+	took       time.Duration // how long its latest timed failed attempt took
+	answerTook time.Duration // how long its latest timed answered attempt took
+	missed     int           // the line's probes failed in a row
+	pace       time.Duration // the wait after the latest failed probe
 }
 
 // member is one retrying request of a host.
@@ -82,15 +83,15 @@ type member struct {
 	fromLine          bool          // its latest retry went from the line: an answer to it earns its place back
 	// Its life (see stormState.hold), drawn at its first hold: when, the
 	// steps its own backoff would take from then, the next of them to
-	// come, until when the latest step that came lets it go (see
-	// stepCame), and the Retry-After wait it was drawn with. giveUp is when
-	// that backoff would send its last retry (see live). These, askBudget
-	// and toldWait are written only by its request's goroutine; waiting,
-	// released, last and dueUntil are read by others, under h.mu.
+	// come, the latest that found the host down (see stepCame), and the
+	// Retry-After wait it was drawn with. giveUp is when that backoff would
+	// send its last retry (see live). These, askBudget and toldWait are
+	// written only by its request's goroutine; waiting, released, last and
+	// downStep are read by others, under h.mu.
 	drawn    time.Time
 	own      ownSteps
 	step     int
-	dueUntil time.Time
+	downStep time.Time
 	floor    time.Duration
 	hard     time.Time // the deadline or MaxElapsed; zero when neither
 	giveUp   time.Time
@@ -106,25 +107,29 @@ func (m *member) outlived(now time.Time) bool {
 }
 
 // stepCame reports whether one of the steps its own backoff would take
-// before its last retry has come by now since it was last asked, or came
-// into a host that was down (down) no more than an attempt's time (took)
-// ago: news of the host's return within that time is what an attempt sent
-// at the step would have met. A host that sheds gives no such grace, so
-// that its answers thin a fleet's steps out. nextStep is when the next
-// step comes (zero: none but the last).
+// before its last retry has come by now since it was last asked, each
+// after attempts that take took, and notes the latest that found the host
+// down (down); nextStep is when the next step comes (zero: none but the
+// last).
 func (m *member) stepCame(now time.Time, took time.Duration, down bool) (came bool, nextStep time.Time) {
 	for ; m.step < m.own.count; m.step++ {
 		at := addCapped(m.drawn, m.own.at(m.step, took))
 		if now.Before(at) {
-			nextStep = at
-			break
+			return came, at
 		}
 		came = true
 		if down {
-			m.dueUntil = at.Add(took)
+			m.downStep = at
 		}
 	}
-	return came || !now.After(m.dueUntil), nextStep
+	return came, time.Time{}
+}
+
+// inGrace reports whether at now m's latest step into a host that was down
+// came no more than grace ago: news of the host's return within the time
+// an attempt takes is what an attempt sent at the step would have met.
+func (m *member) inGrace(now time.Time, grace time.Duration) bool {
+	return !m.downStep.IsZero() && !now.After(m.downStep.Add(grace))
 }
 
 // lifeLeft fits a wait of d at now into m's life: it ends no later than the
@@ -182,16 +187,17 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 }
 
 // answered records that the named host answered a request (m is nil when
-// it never failed): the answer earns the line share of a release, and the
-// share grows back. A host without state costs one atomic load.
-func (s *hostSet) answered(name string, m *member, first bool) {
+// it never failed) whose attempt went at sent (zero when not known): the
+// answer earns the line share of a release, and the share grows back. A
+// host without state costs one atomic load.
+func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 	if (m == nil || m.h == nil) && s.active.Load() == 0 {
 		return
 	}
-	s.answeredBy(name, m, first)
+	s.answeredBy(name, m, first, sent)
 }
 
-func (s *hostSet) answeredBy(name string, m *member, first bool) {
+func (s *hostSet) answeredBy(name string, m *member, first bool, sent time.Time) {
 	var h *host
 	if m != nil {
 		h = m.h
@@ -202,15 +208,25 @@ func (s *hostSet) answeredBy(name string, m *member, first bool) {
 		s.mu.RUnlock()
 	}
 	if h != nil {
-		h.answered(time.Now(), m, first, s.share)
+		now, took := time.Now(), time.Duration(0)
+		if !sent.IsZero() {
+			took = max(now.Sub(sent), 0)
+		}
+		h.answered(now, m, first, s.share, took)
 	}
 }
 
-func (h *host) answered(now time.Time, m *member, first bool, full float64) {
+// answered records at now an answer to an attempt that took took (zero
+// when not timed).
+func (h *host) answered(now time.Time, m *member, first bool, full float64, took time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if took > 0 {
+		h.answerTook = took
+	}
+	wasDown := h.silent >= downAfter
 	h.silent, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
-	if h.streak == answersInARow {
+	if wasDown {
 		h.nudgeDue(now)
 	}
 	if first {
@@ -286,12 +302,17 @@ func (h *host) firstWaiting() *member {
 	return nil
 }
 
-// nudgeDue nudges the held retries whose own step came within an
-// attempt's time of now: the host answers again (see stepCame). h.mu is
-// held.
+// grace is the time an attempt to the host takes, answered or failed: news
+// that comes within it after a step is what the step's attempt would have
+// met. h.mu is held.
+func (h *host) grace() time.Duration { return max(h.took, h.answerTook) }
+
+// nudgeDue nudges the held retries whose own step found the host down
+// within an attempt's time of now: the host answers again (see inGrace).
+// h.mu is held.
 func (h *host) nudgeDue(now time.Time) {
 	for _, m := range h.members {
-		if m.waiting && !now.After(m.dueUntil) {
+		if m.waiting && m.inGrace(now, h.grace()) {
 			m.nudge()
 		}
 	}
@@ -388,15 +409,18 @@ func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	}
 	down, flowing := h.silent >= downAfter, h.flowing(now)
 	stepCame, nextStep := m.stepCame(now, h.took, down)
-	// A life drawn with a Retry-After keeps to the line: the date is a herd
+	// At its step the retry goes while the host is up; a step that found
+	// the host down goes at its first answer within an attempt's time. A
+	// life drawn with a Retry-After keeps to the line: the date is a herd
 	// the server set, which its own steps would all meet (peak after the
 	// storm simulator's Retry-After herd 1.50x of capacity, 3.16x so).
-	answers := h.streak >= answersInARow && !now.Before(h.notBefore) && m.floor == 0
+	back := stepCame && h.streak >= upAfter || h.streak > 0 && m.inGrace(now, h.grace())
+	answers := back && !now.Before(h.notBefore) && m.floor == 0
 	switch {
 	case m.released:
 		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
-	case stepCame && answers, m.outlived(now): // when its own backoff would send it: the host answers, or it is the last
+	case answers, m.outlived(now): // when its own backoff would send it: the host answers, or it is the last
 		m.waiting, m.askBudget, m.fromLine = false, down, true
 		h.nudgeFirst()
 		return true, time.Time{}

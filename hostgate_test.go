@@ -50,7 +50,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 	}{
 		{"others fail, host silent, fresh requests coming: held", func(*hostSet, []*member) {}, 5, false},
 		{"the host answered since: its failures are noise", func(s *hostSet, ms []*member) {
-			ms[0].h.answered(at(5), nil, true, s.share)
+			ms[0].h.answered(at(5), nil, true, s.share, 0)
 		}, 5, true},
 		{"fresh requests stopped: the oldest held probes", func(*hostSet, []*member) {}, 10_000, true},
 	} {
@@ -98,7 +98,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	}
 	// It answered: the host is up, and the answer to a retry from the
 	// line earns its place back, so the next held goes at once.
-	h.answered(next, ms[1], false, s.share)
+	h.answered(next, ms[1], false, s.share, 0)
 	if send, _ := h.poll(ms[2], next); !send || !ms[2].fromLine {
 		t.Errorf("after the probe's answer: send %v; want the next held released in its place", send)
 	}
@@ -154,7 +154,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	}
 	var got []int
 	for i := range 13 {
-		h.answered(at(20+i), nil, true, s.share)
+		h.answered(at(20+i), nil, true, s.share, 0)
 		got = append(got, released())
 	}
 	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}
@@ -183,7 +183,7 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 		held(h, m, at(10))
 	}
 	for i := range 5 { // 5/32 + 6/32 + 7/32 + 8/32 + 8/32: one release
-		h.answered(at(20+i), nil, true, s.share)
+		h.answered(at(20+i), nil, true, s.share, 0)
 	}
 	if h.share != DefaultReleaseShare || !ms[1].released {
 		t.Fatalf("share %v, released %v: the setup did not reach a release at full share", h.share, ms[1].released)
@@ -212,8 +212,8 @@ func TestGateRetryAfterHoldsTheLineUntilItsDateOrAnAnswer(t *testing.T) {
 	}
 	// An answer says the host serves again: the date told to one request
 	// no longer holds the line.
-	h.answered(at(600), nil, true, s.share)
-	h.answered(at(601), nil, true, s.share) // 5/8 + 6/8 of a release
+	h.answered(at(600), nil, true, s.share, 0)
+	h.answered(at(601), nil, true, s.share, 0) // 5/8 + 6/8 of a release
 	if !h.notBefore.IsZero() || !a.released {
 		t.Errorf("after an answer: date %v, oldest released %v; want the date gone and the answer's release used", h.notBefore.Sub(t0), a.released)
 	}
@@ -260,7 +260,7 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 		t.Errorf("after every request left: active %d, map %d; want nothing kept", s.active.Load(), len(s.m))
 	}
 	// A request to the host that never failed finds nothing to update.
-	s.answered("h", nil, true)
+	s.answered("h", nil, true, time.Time{})
 	if len(s.m) != 0 {
 		t.Error("an answer created state")
 	}
@@ -318,7 +318,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		}
 		now = next
 	}
-	h.answered(now, h.probing, false, s.share)
+	h.answered(now, h.probing, false, s.share, 0)
 	if h.missed != 0 {
 		t.Errorf("after an answer, %d failed probes still counted", h.missed)
 	}
@@ -380,7 +380,7 @@ func TestGateLineGrowsOnItsOwnAnswersOnlyWhenFreshRequestsStopped(t *testing.T) 
 			h := ms[0].h
 			h.share = DefaultReleaseShare/2 - shareStep*DefaultReleaseShare // the answer grows it to an eighth
 			ms[0].fromLine, ms[1].waiting = true, true
-			h.answered(at(tc.at), ms[0], false, s.share)
+			h.answered(at(tc.at), ms[0], false, s.share, 0)
 			if ms[1].released != tc.released || !tc.released && h.credit != DefaultReleaseShare/2 {
 				t.Errorf("next in line released %v, credit %v; want released %v", ms[1].released, h.credit, tc.released)
 			}
@@ -428,6 +428,16 @@ func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
 	}
 }
 
+// inARow returns the times, in ms, of upAfter answers 10 ms apart
+// from ms.
+func inARow(ms int) []int {
+	times := make([]int, upAfter)
+	for i := range times {
+		times[i] = ms + 10*i
+	}
+	return times
+}
+
 func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -439,17 +449,20 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 		want     int   // the poll at which it goes; -1: none
 	}{
 		{"the host down at its step: it skips the step", 0, false, nil, 0, []int{11_000, 12_999}, -1},
-		{"the host answered twice before its step: it goes at the step", 0, false, []int{10_500, 10_600}, 0, []int{10_999, 11_000}, 1},
-		{"one answer is not enough", 0, false, []int{10_500}, 0, []int{11_000}, -1},
-		{"two answers within an attempt's time after its step into a host that was down: it goes then", 300, false, []int{11_400, 11_500}, 0, []int{11_300, 11_500}, 1},
-		{"answers later than that: it waits for its next step", 300, false, []int{11_700, 11_800}, 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
-		{"a host that sheds gives no such time: it waits for its next step", 300, true, []int{11_400, 11_500}, 0, []int{11_300, 11_500, 13_600}, 2},
-		{"a life drawn with a Retry-After keeps to the line", 0, false, []int{10_500, 10_600}, time.Second, []int{11_000, 13_000}, -1},
+		{"the host answered every attempt in a row before its step: it goes at the step", 0, false, inARow(10_300), 0, []int{10_999, 11_000}, 1},
+		{"one answer fewer is not enough", 0, false, inARow(10_300)[1:], 0, []int{11_000}, -1},
+		{"an answer within an attempt's time after its step into a host that was down: it goes then", 300, false, []int{11_400}, 0, []int{11_300, 11_400}, 1},
+		{"answers later than that: it waits for its next step", 300, false, inARow(11_700), 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
+		{"a host that sheds gives no such time: it waits for its next step", 300, true, inARow(11_400), 0, []int{11_300, 11_500, 13_600}, 2},
+		{"a life drawn with a Retry-After keeps to the line", 0, false, inARow(10_300), time.Second, []int{11_000, 13_000}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, ms := failing(3)
-			h, m := ms[0].h, ms[1]
-			held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
+			s, ms := failing(6)
+			h, m := ms[0].h, ms[5]
+			held(h, ms[0], at(10_000))  // the line's probe, its outcome awaited
+			for _, o := range ms[1:5] { // ahead of m in line: the releases the answers earn go to them
+				held(h, o, at(10_000))
+			}
 			h.took = time.Duration(tc.took) * time.Millisecond
 			// Drawn at 10 s: its own steps come 1 s, 3 s and 6 s of waits later.
 			m.drawn, m.own, m.step, m.floor = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1, tc.floor
@@ -457,8 +470,8 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 				t.Fatal("held retry went")
 			}
 			if tc.shedding {
-				h.answered(at(10_100), nil, true, s.share)
-				s.failed("h", ms[2], failure{at: at(10_200)})
+				h.answered(at(10_100), nil, true, s.share, 0)
+				s.failed("h", ms[1], failure{at: at(10_200)})
 			}
 			answers := tc.answers
 			for i, p := range tc.polls {
@@ -467,7 +480,7 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 					case <-m.wake:
 					default:
 					}
-					h.answered(at(answers[0]), nil, true, s.share)
+					h.answered(at(answers[0]), nil, true, s.share, 0)
 					answers = answers[1:]
 				}
 				if send, _ := h.poll(m, at(p)); send != (i == tc.want) {
@@ -481,27 +494,44 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 	}
 }
 
-func TestGateNudgesRetriesWhoseStepCameWhenTheHostAnswersAgain(t *testing.T) {
+func TestGateNudgesRetriesWhoseStepFoundTheHostDownWhenItAnswersAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answerAt int
+		want     bool
+	}{
+		{"the host's first answer within an attempt's time of the step", 11_400, true},
+		{"an answer later than that", 11_700, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(3)
+			h, m := ms[0].h, ms[1]
+			held(h, ms[0], at(10_000))
+			h.took = 300 * time.Millisecond
+			m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
+			held(h, m, at(11_300)) // its step, into a host that is down
+			select {
+			case <-m.wake: // any nudge before the host answers
+			default:
+			}
+			h.answered(at(tc.answerAt), nil, true, s.share, 0)
+			nudged := len(m.wake) == 1
+			send, _ := h.poll(m, at(tc.answerAt))
+			if nudged != tc.want || send != tc.want {
+				t.Errorf("nudged %v, sent %v; want %v", nudged, send, tc.want)
+			}
+		})
+	}
+}
+
+func TestGateGraceIsAnAnsweredAttemptsTimeToo(t *testing.T) {
 	s, ms := failing(3)
 	h, m := ms[0].h, ms[1]
 	held(h, ms[0], at(10_000))
-	h.took = 300 * time.Millisecond
 	m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
-	held(h, m, at(11_300)) // its step, into a host that is down
-	select {
-	case <-m.wake: // any nudge before the host answers
-	default:
-	}
-	h.answered(at(11_400), nil, true, s.share)
-	select {
-	case <-m.wake:
-		t.Fatal("nudged at the host's first answer")
-	default:
-	}
-	h.answered(at(11_500), nil, true, s.share)
-	select {
-	case <-m.wake:
-	default:
-		t.Fatal("not nudged when the host answered twice within an attempt's time of its step")
+	held(h, m, at(11_000)) // its step, into a host that is down; no failed attempt timed
+	h.answered(at(11_400), nil, true, s.share, 500*time.Millisecond)
+	if send, _ := h.poll(m, at(11_400)); !send {
+		t.Error("a step 400 ms before an answer that took 500 ms did not go")
 	}
 }
