@@ -494,14 +494,14 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 	}
 }
 
-func TestGateNudgesRetriesWhoseStepFoundTheHostDownWhenItAnswersAgain(t *testing.T) {
+func TestGateNudgesEveryHeldRetryWhenTheHostIsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		answerAt int
-		want     bool
+		want     bool // sent
 	}{
-		{"the host's first answer within an attempt's time of the step", 11_400, true},
-		{"an answer later than that", 11_700, false},
+		{"the host's first answer within an attempt's time of a step that found it down: it goes", 11_400, true},
+		{"an answer later than that: it waits for its next step", 11_700, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3)
@@ -510,15 +510,48 @@ func TestGateNudgesRetriesWhoseStepFoundTheHostDownWhenItAnswersAgain(t *testing
 			h.took = 300 * time.Millisecond
 			m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
 			held(h, m, at(11_300)) // its step, into a host that is down
-			select {
-			case <-m.wake: // any nudge before the host answers
-			default:
+			for len(m.wake) > 0 {
+				<-m.wake
 			}
 			h.answered(at(tc.answerAt), nil, true, s.share, 0)
-			nudged := len(m.wake) == 1
-			send, _ := h.poll(m, at(tc.answerAt))
-			if nudged != tc.want || send != tc.want {
-				t.Errorf("nudged %v, sent %v; want %v", nudged, send, tc.want)
+			if len(m.wake) != 1 {
+				t.Fatal("not nudged when the host came back")
+			}
+			if send, _ := h.poll(m, at(tc.answerAt)); send != tc.want {
+				t.Errorf("sent %v, want %v", send, tc.want)
+			}
+		})
+	}
+}
+
+func TestGateStepThatFoundTheHostDownCountsHoweverLateTheRetryLooks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		prep func(s *hostSet, h *host, ms []*member)
+	}{
+		{"its timer fires after the host's first answer", func(*hostSet, *host, []*member) {}},
+		// Another retry's shorter attempt moves the step from 11.5 s to
+		// 11.1 s after its timer was set for 11.5 s: the nudge of the
+		// host's return makes it look.
+		{"its step moved earlier than its timer", func(s *hostSet, h *host, ms []*member) {
+			h.took = 500 * time.Millisecond
+			h.poll(ms[1], at(10_002))
+			s.failed("h", ms[2], failure{at: at(10_200), sent: at(10_100)})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(3)
+			h, m := ms[0].h, ms[1]
+			held(h, ms[0], at(10_000)) // the line's probe, out
+			h.took = 100 * time.Millisecond
+			m.drawn, m.own, m.step = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1
+			if !held(h, m, at(10_001)) {
+				t.Fatal("held retry went")
+			}
+			tc.prep(s, h, ms)
+			h.answered(at(11_150), nil, true, s.share, 0) // the host is back, 50 ms after its step at 11.1 s
+			if send, _ := h.poll(m, at(11_151)); !send {
+				t.Error("a step that found the host down 51 ms before it looked, within an attempt's 100 ms, did not go")
 			}
 		})
 	}
@@ -533,5 +566,19 @@ func TestGateGraceIsAnAnsweredAttemptsTimeToo(t *testing.T) {
 	h.answered(at(11_400), nil, true, s.share, 500*time.Millisecond)
 	if send, _ := h.poll(m, at(11_400)); !send {
 		t.Error("a step 400 ms before an answer that took 500 ms did not go")
+	}
+}
+
+func TestGateFindsTheNextStepAmongAHugeNumber(t *testing.T) {
+	_, ms := failing(3)
+	h, m := ms[0].h, ms[1]
+	cum := make([]time.Duration, 64)
+	for i := range cum {
+		cum[i] = time.Duration(i + 1) // 1 ns apart, then as many more at the tail's 1 ns
+	}
+	m.drawn, m.own, m.step = at(10_000), ownSteps{count: 1 << 60, cum: cum, tail: 1}, 1
+	came, next := h.stepCame(m, at(10_050))
+	if !came || m.step != 50_000_001 || !next.Equal(at(10_050).Add(1)) {
+		t.Errorf("came %v, next step %d at %v; want step 50,000,001 at 50 ms + 1 ns", came, m.step, next.Sub(at(10_000)))
 	}
 }

@@ -25,25 +25,26 @@ const DefaultReleaseShare = 0.25
 // Retry-After as it would be, each after the time an attempt takes to fail,
 // as many as fit before the deadline. At each step it goes if the host is up
 // (it has answered each of its last 16 attempts) or, when the step found the
-// host down, at the host's first answer within the time an attempt takes;
-// otherwise it skips the step. Its last step goes whatever the host's state
-// (the budget is asked when the host is down). So a held request ends no
-// later than without storm control, after fewer attempts. Between its steps
-// it waits in line, oldest request first. While fresh requests keep coming
-// they probe the host for the line; when they stop, the held retries probe
-// in turn, one at a time, each once the last one's outcome is known, and
-// after k failed probes in a row the prober's k-th backoff step (at its
-// mean) later. Each answer of the host earns the line ReleaseShare of a
-// release (halved by a failure and grown back by answers, as TCP's window
-// is); while the line alone probes, an answer to one of its retries lets two
-// go in its place, as TCP's slow start doubles its window each round trip. A
-// request whose steps were drawn with a Retry-After keeps to the line, not
-// to its steps, since the date is a herd the server set; until the host
-// answers, nothing in line goes before that date but a last retry. No hold
-// outlasts the request's deadline or MaxElapsed; a request whose hold
-// reaches one returns its last outcome with StopHostGate, or, when that is a
-// response whose body could not be kept in memory (over 64 KiB, or still
-// arriving after 100 ms), an *Error that names its status.
+// host down, once the host answers within the time an attempt takes after
+// it; otherwise it skips the step. Its last step goes whatever the host's
+// state (the budget is asked when the host is down). So a held request ends
+// no later than without storm control, after no more attempts, and fewer
+// while the host is down. Between its steps it waits in line, oldest request
+// first. While fresh requests keep coming they probe the host for the line;
+// when they stop, the held retries probe in turn, one at a time, each once
+// the last one's outcome is known, and after k failed probes in a row the
+// prober's k-th backoff step (at its mean) later. Each answer of the host
+// earns the line ReleaseShare of a release (halved by a failure and grown
+// back by answers, as TCP's window is); while the line alone probes, an
+// answer to one of its retries lets two go in its place, as TCP's slow start
+// doubles its window each round trip. A request whose steps were drawn with
+// a Retry-After keeps to the line, not to its steps, since the date is a
+// herd the server set; until the host answers, nothing in line goes before
+// that date but a last retry. No hold outlasts the request's deadline or
+// MaxElapsed; a request whose hold reaches one returns its last outcome with
+// StopHostGate, or, when that is a response whose body could not be kept in
+// memory (over 64 KiB, or still arriving after 100 ms), an *Error that names
+// its status.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -210,9 +211,9 @@ func (st *stormState) end(m *member, answered bool) {
 }
 
 // holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
-// (hard; zero when neither), the rest of the request's own waits, drawn as
-// it would wait them after attempts that take took, and their number
-// (rest; nil when none is left, so that the retry is its last), the
+// (hard; zero when neither), the steps left to the request's own backoff,
+// drawn as it would wait them after attempts that take took (rest; nil
+// when none is left, so that the retry is its last), the
 // latest Retry-After's wait (floor), and its Policy, whose steps pace the
 // line's probes (policy).
 type holdLimits struct {
