@@ -393,16 +393,22 @@ func TestSlowBurstPreset(t *testing.T) {
 	}
 }
 
+// bareSystem returns the system that never retries, alone, or skips t.
+func bareSystem(t *testing.T) []bench.System {
+	systems, ok := bench.Lookup([]string{"bare"})
+	if !ok {
+		t.Skip("bare is not among the systems")
+	}
+	return systems
+}
+
 // TestServiceTimeOnLoopback sends a burst through bare against a server
 // that takes ServiceTime over each answer and is down only until half of
 // it has passed: every request takes at least ServiceTime, and every one
 // succeeds, because the verdict is decided once the time is over, when
 // the host is back.
 func TestServiceTimeOnLoopback(t *testing.T) {
-	systems, ok := bench.Lookup([]string{"bare"})
-	if !ok {
-		t.Skip("bare is not among the systems")
-	}
+	systems := bareSystem(t)
 	sc := SlowBurstPreset()
 	sc.Workers, sc.ServiceTime, sc.OutageEnd = 10, 100*ms, 50*ms
 	m := runOne(sc, systems[0]).Metrics
@@ -424,10 +430,7 @@ func TestServiceTimeOnLoopback(t *testing.T) {
 // interval and fail, the others succeed, and the host is never down after
 // arrivals end.
 func TestFlapOnLoopback(t *testing.T) {
-	systems, ok := bench.Lookup([]string{"bare"})
-	if !ok {
-		t.Skip("bare is not among the systems")
-	}
+	systems := bareSystem(t)
 	sc := FlapPreset()
 	sc.Rate, sc.Duration, sc.FlapPeriod = 1000, 400*ms, 50*ms
 	res, err := Run(sc, systems)
