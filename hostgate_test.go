@@ -454,7 +454,7 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 		{"an answer within an attempt's time after its step into a host that was down: it goes then", 300, false, []int{11_400}, 0, []int{11_300, 11_400}, 1},
 		{"answers later than that: it waits for its next step", 300, false, inARow(11_700), 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
 		{"a host that sheds gives no such time: it waits for its next step", 300, true, inARow(11_400), 0, []int{11_300, 11_500, 13_600}, 2},
-		{"a life drawn with a Retry-After goes at its steps too", 0, false, inARow(10_300), time.Second, []int{10_999, 11_000}, 1},
+		{"a life drawn with a Retry-After keeps to the line", 0, false, inARow(10_300), time.Second, []int{11_000, 13_000}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(6)

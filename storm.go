@@ -37,12 +37,14 @@ const DefaultReleaseShare = 0.25
 // earns the line ReleaseShare of a release (halved by a failure and grown
 // back by answers, as TCP's window is); while the line alone probes, an
 // answer to one of its retries lets two go in its place, as TCP's slow start
-// doubles its window each round trip. Until the host answers, nothing in
-// line goes before a Retry-After's date but a last retry. No hold outlasts
-// the request's deadline or MaxElapsed; a request whose hold reaches one
-// returns its last outcome with StopHostGate, or, when that is a response
-// whose body could not be kept in memory (over 64 KiB, or still arriving
-// after 100 ms), an *Error that names its status.
+// doubles its window each round trip. A request whose steps were drawn with
+// a Retry-After keeps to the line, not to its steps, since the date is a
+// herd the server set; until the host answers, nothing in line goes before
+// that date but a last retry. No hold outlasts the request's deadline or
+// MaxElapsed; a request whose hold reaches one returns its last outcome with
+// StopHostGate, or, when that is a response whose body could not be kept in
+// memory (over 64 KiB, or still arriving after 100 ms), an *Error that names
+// its status.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
