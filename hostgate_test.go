@@ -19,7 +19,7 @@ func failing(n int) (*hostSet, []*member) {
 	ms := make([]*member, n)
 	for i := range ms {
 		ms[i] = newMember()
-		s.failed("h", ms[i], failure{first: true, at: at(i)})
+		s.failed("h", ms[i], failure{first: true, at: at(i), sent: at(i)})
 	}
 	return s, ms
 }
@@ -27,7 +27,7 @@ func failing(n int) (*hostSet, []*member) {
 // held asks the gate about m's retry at now, as stormState.hold does:
 // whether the retry waits rather than going at once.
 func held(h *host, m *member, now time.Time) bool {
-	if !h.ask(m, m.last, m.policy) {
+	if !h.ask(m, m.last, m.policy, now) {
 		return false
 	}
 	send, _ := h.poll(m, now)
@@ -310,7 +310,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		if !h.nextProbe.Equal(next) {
 			t.Fatalf("after %d failed probes in a row the next goes at %v, want %v", k+1, h.nextProbe.Sub(t0), next.Sub(t0))
 		}
-		h.ask(prober, false, prober.policy) // back in line after its own wait
+		h.ask(prober, false, prober.policy, at(100000)) // back in line after its own wait
 		for _, m := range ms {
 			if send, _ := h.poll(m, next); send {
 				break
@@ -415,7 +415,7 @@ func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
 		prober := h.probing
 		s.failed("h", prober, failure{at: now})
 		paces = append(paces, h.nextProbe.Sub(now))
-		h.ask(prober, false, prober.policy)
+		h.ask(prober, false, prober.policy, at(100000))
 		now = h.nextProbe
 		for _, m := range ms {
 			if send, _ := h.poll(m, now); send {
@@ -530,13 +530,14 @@ func TestGateStepThatFoundTheHostDownCountsHoweverLateTheRetryLooks(t *testing.T
 		prep func(s *hostSet, h *host, ms []*member)
 	}{
 		{"its timer fires after the host's first answer", func(*hostSet, *host, []*member) {}},
-		// Another retry's shorter attempt moves the step from 11.5 s to
+		// Other retries' shorter attempts move the step from 11.5 s to
 		// 11.1 s after its timer was set for 11.5 s: the nudge of the
 		// host's return makes it look.
 		{"its step moved earlier than its timer", func(s *hostSet, h *host, ms []*member) {
 			h.took = 500 * time.Millisecond
 			h.poll(ms[1], at(10_002))
 			s.failed("h", ms[2], failure{at: at(10_200), sent: at(10_100)})
+			h.took = 100 * time.Millisecond // as the average of many such attempts would become
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -580,5 +581,48 @@ func TestGateFindsTheNextStepAmongAHugeNumber(t *testing.T) {
 	came, next := h.stepCame(m, at(10_050))
 	if !came || m.step != 50_000_001 || !next.Equal(at(10_050).Add(1)) {
 		t.Errorf("came %v, next step %d at %v; want step 50,000,001 at 50 ms + 1 ns", came, m.step, next.Sub(at(10_000)))
+	}
+}
+
+func TestGateHoldsOnlyOnceTheOutageIsProven(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		took  time.Duration // how long the failed attempts took; zero: not timed
+		askAt int           // ms after the host went down
+		want  bool
+	}{
+		{"no attempt timed", 0, 10_000, false},
+		{"down for less than two attempts' time", 100 * time.Millisecond, 199, false},
+		{"down for two attempts' time", 100 * time.Millisecond, 200, true},
+		{"attempts that take next to no time", time.Microsecond, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newHostSet(DefaultReleaseShare)
+			ms := []*member{newMember(), newMember()}
+			for _, m := range ms {
+				f := failure{first: true, at: at(0)}
+				if tc.took > 0 {
+					f.sent = at(0).Add(-tc.took)
+				}
+				s.failed("h", m, f)
+			}
+			if got := ms[0].h.ask(ms[1], false, Policy{}, at(tc.askAt)); got != tc.want {
+				t.Errorf("waits in line %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGateOutageIsProvenByTheAverageAttemptTime(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := []*member{newMember(), newMember()}
+	s.failed("h", ms[0], failure{first: true, at: at(0), sent: at(-400)})
+	s.failed("h", ms[1], failure{first: true, at: at(1), sent: at(0)}) // one short attempt among long ones
+	h := ms[0].h
+	if want := 400*time.Millisecond - 399*time.Millisecond/gapWeight; h.took != want {
+		t.Errorf("attempts take %v, want the moving average %v", h.took, want)
+	}
+	if h.ask(ms[1], false, Policy{}, at(300)) {
+		t.Error("held 300 ms into an outage of attempts that take about 350 ms: one short attempt proved it")
 	}
 }

@@ -477,16 +477,19 @@ func TestBurstAfterABlip(t *testing.T) {
 // 200 ms (2.13 s against 1.36 s over three seeds) and the last request
 // 1.5 s after off's with 500 ms. Going at their own steps once the host
 // answers again, and at its first answer when a step found it down, they
-// finish within 1.25x of off's median with 200 ms and the last no later;
-// with 500 ms, the last within 0.5 s of off's. What remains is the time
-// it takes to learn that the host is back.
+// finished within 1.25x of off's median with 200 ms and the last no later,
+// but with 500 ms the median was still 1.44x of off's (1.84 s against
+// 1.28 s): the blip lasts two attempts, and retries held in its second
+// half would have found the host back. Held only once the host has been
+// down for two attempts' time, they finish within 1.25x of off's median
+// in both, and the last no later (a tenth of a second of slack).
 func TestBurstAgainstASlowServer(t *testing.T) {
 	for _, tc := range []struct {
 		latency               time.Duration
 		medianRatio, lastLate float64 // bounds: median ÷ off's, last − off's in seconds
 	}{
-		{200 * time.Millisecond, 1.25, 0},
-		{500 * time.Millisecond, 1.5, 0.5},
+		{200 * time.Millisecond, 1.25, 0.1},
+		{500 * time.Millisecond, 1.25, 0.1},
 	} {
 		var p50On, p50Off, lastOn, lastOff float64
 		for seed := uint64(1); seed <= 3; seed++ {
@@ -547,6 +550,8 @@ func TestSlowFailuresLengthenAHeldRequestsLife(t *testing.T) {
 // request or two) as storm control off.
 func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
 	fleetPolicy := defaultFleet().policy
+	slowFleet := defaultFleet()
+	slowFleet.latency = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name  string
 		sc    fleetScenario
@@ -571,6 +576,10 @@ func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
 		// down second half the time: 3,278 of 3,592 rescued, off 3,498.
 		{"50 requests/s, host down one second in two", fleetScenario{clients: 1, rate: 50, flap: time.Second,
 			duration: 24 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 3},
+		// The storm simulator's fleet against a server that takes 500 ms:
+		// a held request's life counted only the latest attempt's time, and
+		// a short one ended lives early: 95.4% rescued against 96.8%.
+		{"the fleet's outage, 500 ms answers", slowFleet, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var okOn, okOff, n int
@@ -963,7 +972,7 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 func TestHeldRequestAloneOnADeadHostStillAsksTheBudget(t *testing.T) {
 	st := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	st.retrying.Store(2) // another request of the Transport retries elsewhere
-	m := st.failed("down", nil, failure{first: true, at: time.Now()})
+	m := st.failed("down", nil, failure{first: true, at: time.Now(), sent: time.Now()})
 	m.drawn = time.Now().Add(time.Second) // held before, by a line since gone
 	lim := holdLimits{rest: func(time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
 	if _, stop := st.hold(context.Background(), m, lim); stop != StopBudget {
@@ -1025,5 +1034,29 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 				t.Errorf("seed %d, %d workers: %d rescued with storm control, %d without", seed, workers, on, off)
 			}
 		}
+	}
+}
+
+// TestBudgetAsksAndChargesOnlyRetriesIntoAHostProvenDown: in an outage
+// younger than two attempts' time, retries are the host's noise, not a
+// storm: the budget neither refuses nor charges them.
+func TestBudgetAsksAndChargesOnlyRetriesIntoAHostProvenDown(t *testing.T) {
+	now := time.Now()
+	young, proven := now.Add(150*time.Millisecond), now.Add(250*time.Millisecond)
+	failed := func(st *stormState) *member {
+		st.retrying.Store(2) // another request of the Transport retries too
+		return st.failed("h", nil, failure{first: true, at: now, sent: now.Add(-100 * time.Millisecond)})
+	}
+	empty := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
+	m := failed(empty)
+	if !empty.allows(m, young) || empty.allows(m, proven) {
+		t.Errorf("an empty budget allows %v in a young outage (want true), %v in a proven one (want false)", empty.allows(m, young), empty.allows(m, proven))
+	}
+	st := &stormState{budget: &Budget{Ratio: -1, Reserve: -1}, hosts: newHostSet(DefaultReleaseShare)}
+	m = failed(st)
+	st.sent(m, young)
+	st.sent(m, proven)
+	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
+		t.Errorf("%d retries charged, %v tokens left; want only the one into the proven outage charged", m.spent, tokens)
 	}
 }
