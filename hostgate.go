@@ -8,42 +8,26 @@ import (
 	"time"
 )
 
-// Tuning of the host gate, each number the one the storm simulator
-// measured best with (docs/storm-control.md has the sweeps).
+// Tuning of the host gate: what each number is, then the measured reason
+// for it (docs/storm-control.md has the sweeps).
 const (
-	// downAfter: a host is down once it has answered none of this many
-	// attempts in a row (its state, created by a failure, starts down).
-	// Random failures of 60% reach it one time in 3,500, so the clients of
-	// a flaky host keep their own backoff (closed-loop workers at 60%:
-	// 4,942 requests in 15 s, as with storm control off; 3,697 at 8).
+	// downAfter: attempts in a row unanswered that make a host down.
+	// 60% random failures reach 16 once in 3,500: 4,942 requests, as off; 3,697 at 8.
 	downAfter = 16
-	// flowGaps: fresh requests have stopped once none came for this many
-	// of their usual gaps, which random arrivals exceed one time in 3,000
-	// (peak after a Retry-After herd 1.56x of capacity, 4.27x at 4 gaps,
-	// 1.18x at 12; a steady client's success 79.9%, 78.6% at 4 and 12).
+	// flowGaps: their usual gaps without one that make fresh requests stopped.
+	// Retry-After herd: peak after 1.56x of capacity; 4.27x at 4.
 	flowGaps = 8
-	// gapWeight: the usual gap, and an attempt's usual time, are moving
-	// averages over about this many (the latest attempt's time alone cut
-	// lives short: 500 ms answers, success 95.4% against off's 96.8%).
+	// gapWeight: samples in the moving averages of the gap and of an attempt's time.
+	// 500 ms answers: 96.8% rescued, as off; 95.4% with the latest attempt alone.
 	gapWeight = 8
-	// shareStep: a failure halves the share, never below this part of
-	// ReleaseShare, and each answer grows it back by as much (with 12%
-	// spare capacity, peak after an outage 4.16x of capacity; 4.28x with a
-	// fixed share).
+	// shareStep: the least share, in parts of ReleaseShare, and an answer's growth of it.
+	// 12% spare capacity: peak after 4.16x; 4.28x with a fixed share.
 	shareStep = 1.0 / 8
-	// upAfter: a host is up once it has answered this many attempts in a
-	// row, and only then does a held retry go at a step of its own backoff
-	// (but see member.inGrace), so that a host that sheds thins a fleet's
-	// steps out (three virtual seeds: peak after the storm simulator's
-	// outage 3.23x of capacity, 3.35x at 4, 4.41x at 1; a shared client
-	// 3.28x, 3.31x at 4; median of 200 goroutines through a 1 s blip
-	// against a 200 ms server 1.57 s, 1.53 s at 1; off 5.44x, 1.36 s).
+	// upAfter: attempts in a row answered that make a host up, for a held retry's step.
+	// Default fleet: peak after 3.23x; 4.41x at 1 (off 5.44x).
 	upAfter = 16
-	// provenAfter: a host down for less than this many attempts' time is
-	// not yet proven down, as a retry sent into so young an outage may
-	// well find it over by the time it is answered (200 goroutines through
-	// a 1 s blip against a 500 ms server: median 1.27 s, off 1.28 s; 1.70 s
-	// at 1; against a 200 ms server 1.65 s, 1.54 s at 1, off 1.36 s).
+	// provenAfter: attempts' time a host stays down before a retry is held.
+	// Burst against a 500 ms server: median 1.27 s, off 1.28 s; 1.70 s at 1.
 	provenAfter = 2
 )
 
