@@ -626,3 +626,21 @@ func TestGateOutageIsProvenByTheAverageAttemptTime(t *testing.T) {
 		t.Error("held 300 ms into an outage of attempts that take about 350 ms: one short attempt proved it")
 	}
 }
+
+func TestGateHoldsAtOnceWhenTheHostFailsAgainWhileRequestsRetry(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := []*member{newMember(), newMember()}
+	for _, m := range ms {
+		s.failed("h", m, failure{first: true, at: at(0), sent: at(-100)}) // attempts take 100 ms
+	}
+	h := ms[0].h
+	for i := range upAfter {
+		h.answered(at(300+i), nil, true, s.share, 0) // back, and up
+	}
+	for i := range downAfter {
+		s.failed("h", ms[0], failure{at: at(400 + i), sent: at(300 + i)}) // shedding now
+	}
+	if !h.ask(ms[1], false, Policy{}, at(420)) {
+		t.Error("a retry into a host that fails again while requests retry went unheld: only the first outage is young")
+	}
+}

@@ -19,8 +19,9 @@ const DefaultReleaseShare = 0.25
 //
 // The host gate holds a retry beyond its own backoff only on evidence:
 // another request to the same host is retrying too, and the host is proven
-// down, having answered none of its last 16 attempts for twice the time its
-// attempts take (or it told the retry by Retry-After to wait). A held request keeps the steps its own backoff would take: its
+// down: it has answered none of its last 16 attempts, and requests to it
+// have been failing for twice the time its attempts take (or it told the
+// retry by Retry-After to wait). A held request keeps the steps its own backoff would take: its
 // waits, drawn as that backoff draws them and lengthened by a longer
 // Retry-After as it would be, each after the time an attempt takes to fail,
 // as many as fit before the deadline. At each step it goes if the host is up
@@ -178,7 +179,11 @@ func (st *stormState) timing() bool {
 // noise, for its own backoff. Nor is a held one, whose retries into a host
 // that is down are asked about as they go (see probing).
 func (st *stormState) allows(m *member, now time.Time) bool {
-	return m.h != nil && (!m.drawn.IsZero() || !m.h.downAt(now)) || st.budgetAllows(now)
+	if m.h == nil {
+		return st.budgetAllows(now)
+	}
+	_, proven := m.h.downAt(now)
+	return !m.drawn.IsZero() || !proven || st.budgetAllows(now)
 }
 
 // budgetAllows reports whether the budget has a retry left at now. A
@@ -187,15 +192,21 @@ func (st *stormState) budgetAllows(now time.Time) bool {
 	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.allows(now)
 }
 
-// sent charges the budget for a retry of m's request sent at now; with the
-// host gate on, only one into a host proven down, the only kind it is
-// asked about (200 goroutines through a 1 s blip against a 200 ms server
-// spent it on retries sent before that: 0.5% succeeded).
+// sent charges the budget for a retry of m's request sent at now, unless
+// it went into an outage not yet proven, as plain backoff's would (200
+// goroutines through a 1 s blip against a 200 ms server spent it on those
+// and 0.5% succeeded).
 func (st *stormState) sent(m *member, now time.Time) {
-	if st.budget != nil && (st.hosts == nil || m.h.downAt(now)) {
-		st.budget.spend(now)
-		m.spent++
+	if st.budget == nil {
+		return
 	}
+	if m.h != nil {
+		if down, proven := m.h.downAt(now); down && !proven {
+			return
+		}
+	}
+	st.budget.spend(now)
+	m.spent++
 }
 
 // end records that m's request is over; answered, that it ended in the

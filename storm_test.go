@@ -1037,10 +1037,11 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 	}
 }
 
-// TestBudgetAsksAndChargesOnlyRetriesIntoAHostProvenDown: in an outage
-// younger than two attempts' time, retries are the host's noise, not a
-// storm: the budget neither refuses nor charges them.
-func TestBudgetAsksAndChargesOnlyRetriesIntoAHostProvenDown(t *testing.T) {
+// TestBudgetSparesRetriesIntoAYoungOutage: in an outage younger than two
+// attempts' time, retries are sent as plain backoff's would be: the budget
+// neither refuses nor charges them. Into a proven outage it does both, and
+// it charges, without asking, a retry to a host that answers.
+func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	now := time.Now()
 	young, proven := now.Add(150*time.Millisecond), now.Add(250*time.Millisecond)
 	failed := func(st *stormState) *member {
@@ -1058,5 +1059,9 @@ func TestBudgetAsksAndChargesOnlyRetriesIntoAHostProvenDown(t *testing.T) {
 	st.sent(m, proven)
 	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
 		t.Errorf("%d retries charged, %v tokens left; want only the one into the proven outage charged", m.spent, tokens)
+	}
+	m.h.silent = 0 // the host answers
+	if st.sent(m, proven); m.spent != 2 {
+		t.Errorf("%d retries charged; want the one to a host that answers charged too", m.spent)
 	}
 }
