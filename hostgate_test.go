@@ -563,7 +563,7 @@ func TestGateGraceIsAnAnsweredAttemptsTimeToo(t *testing.T) {
 	h, m := ms[0].h, ms[1]
 	held(h, ms[0], at(10_000))
 	m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
-	held(h, m, at(11_000)) // its step, into a host that is down; no failed attempt timed
+	held(h, m, at(11_000)) // its step, into a host that is down, whose failed attempts take no time
 	h.answered(at(11_400), nil, true, s.share, 500*time.Millisecond)
 	if send, _ := h.poll(m, at(11_400)); !send {
 		t.Error("a step 400 ms before an answer that took 500 ms did not go")
@@ -619,7 +619,7 @@ func TestGateOutageIsProvenByTheAverageAttemptTime(t *testing.T) {
 	s.failed("h", ms[0], failure{first: true, at: at(0), sent: at(-400)})
 	s.failed("h", ms[1], failure{first: true, at: at(1), sent: at(0)}) // one short attempt among long ones
 	h := ms[0].h
-	if want := 400*time.Millisecond - 399*time.Millisecond/gapWeight; h.took != want {
+	if want := 400*time.Millisecond - 399*time.Millisecond/tookWeight; h.took != want {
 		t.Errorf("attempts take %v, want the moving average %v", h.took, want)
 	}
 	if h.ask(ms[1], false, Policy{}, at(300)) {
@@ -642,5 +642,23 @@ func TestGateHoldsAtOnceWhenTheHostFailsAgainWhileRequestsRetry(t *testing.T) {
 	}
 	if !h.ask(ms[1], false, Policy{}, at(420)) {
 		t.Error("a retry into a host that fails again while requests retry went unheld: only the first outage is young")
+	}
+}
+
+func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := []*member{newMember(), newMember(), newMember()}
+	for _, m := range ms {
+		s.failed("h", m, failure{first: true, at: at(0), sent: at(-1)}) // fast 503s
+	}
+	h := ms[0].h
+	if !h.ask(ms[1], false, Policy{}, at(100)) {
+		t.Fatal("not held 100 ms into an outage of 1 ms failures")
+	}
+	for range 8 { // attempts sent a minute before, hung until now
+		s.failed("h", ms[0], failure{at: at(2000), sent: at(2000 - 60_000)})
+	}
+	if !h.ask(ms[2], false, Policy{}, at(10_000)) {
+		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took)
 	}
 }

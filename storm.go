@@ -19,9 +19,10 @@ const DefaultReleaseShare = 0.25
 //
 // The host gate holds a retry beyond its own backoff only on evidence:
 // another request to the same host is retrying too, and the host is proven
-// down: it has answered none of its last 16 attempts, and requests to it
-// have been failing for twice the time its attempts take (or it told the
-// retry by Retry-After to wait). A held request keeps the steps its own backoff would take: its
+// down: it has answered none of its last 16 attempts and, for its first
+// outage since requests to it began to retry, they have been failing for
+// twice the time a failed attempt takes (or it told the retry by Retry-After
+// to wait). A held request keeps the steps its own backoff would take: its
 // waits, drawn as that backoff draws them and lengthened by a longer
 // Retry-After as it would be, each after the time an attempt takes to fail,
 // as many as fit before the deadline. At each step it goes if the host is up
