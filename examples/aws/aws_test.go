@@ -252,7 +252,10 @@ func checkMemory(t *testing.T, s *summary) {
 	for _, m := range s.memory {
 		ratio := float64(m.extra()) / float64(m.wire)
 		switch {
-		case m.buffered() && (ratio < 0.9 || ratio > 1.3):
+		// Under the race detector, which makes sync.Pool drop buffers at
+		// random, one copy of 100 KiB has measured 0.89-1.05x: one copy
+		// is told apart from none and from two, not measured to 10%.
+		case m.buffered() && (ratio < 0.75 || ratio > 1.3):
 			t.Errorf("%s buffered: %+d bytes per upload, %.2f× its %d bytes on the wire; want about 1×", size(int64(m.size)), m.extra(), ratio, m.wire)
 		case !m.buffered() && (ratio < -0.1 || ratio > 0.1):
 			t.Errorf("%s not buffered: %+d bytes per upload, %.2f× its %d bytes on the wire; want about 0", size(int64(m.size)), m.extra(), ratio, m.wire)
