@@ -20,8 +20,8 @@ const (
 	// gapWeight: samples in the moving average of the gap between fresh requests.
 	// Tuned together with flowGaps, whose figures it gives; not swept alone.
 	gapWeight = 8
-	// tookWeight: samples in the moving average of a failed attempt's time.
-	// 500 ms answers: 14,286-14,313 of 14,794 rescued, off 14,325 (14,117 at 1); 8 lags a speedup.
+	// tookWeight: a failed attempt's time weighs 1/tookWeight in the host's running average.
+	// 500 ms answers: 14,271-14,314 of 14,794 rescued, off 14,325 (14,117 at 1); 8 lags a speedup.
 	tookWeight = 2
 	// shareStep: the least share, in parts of ReleaseShare, and an answer's growth of it.
 	// 12% spare capacity: peak after 4.16x; 4.28x with a fixed share.
@@ -29,7 +29,7 @@ const (
 	// upAfter: attempts in a row answered that make a host up, for a held retry's step.
 	// Default fleet: peak after 3.23x; 4.41x at 1 (off 5.44x).
 	upAfter = 16
-	// provenAfter: a host state's age, in attempts' time, before its first outage is proven.
+	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2
 )
@@ -65,7 +65,8 @@ type host struct {
 	timed      bool          // took has been measured
 	answerTook time.Duration // how long its latest timed answered attempt took
 	backAt     time.Time     // when it last answered after being down
-	since      time.Time     // its first failure, which created it
+	since      time.Time     // the first failure of its outage under way
+	run        int           // failures since its latest answer (silent starts at downAfter; this at 0)
 	proven     bool          // an outage of it has been proven (see provenDown)
 	missed     int           // the line's probes failed in a row
 	pace       time.Duration // the wait after the latest failed probe
@@ -76,7 +77,7 @@ type member struct {
 	h                 *host
 	toldWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
-	askBudget         bool          // its retry goes on its own into a host that is down: the budget is asked again
+	askBudget         bool          // its retry goes on its own into a host proven down: the budget is asked again
 	policy            Policy        // its own: after the line's k-th probe in a row fails, the next goes its k-th step (at its mean) later
 	wake              chan struct{} // nudged when it should look at the host again
 	spent             int           // retries charged to the budget
@@ -176,7 +177,10 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 	h.live(m)
 	m.toldWait, m.fromLine = !f.notBefore.IsZero(), false
-	h.silent, h.streak = h.silent+1, 0
+	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
+		h.since = f.at
+	}
+	h.silent, h.run, h.streak = h.silent+1, h.run+1, 0
 	h.heard(m, f.at, true)
 	if f.first {
 		h.noteFresh(f.at)
@@ -230,7 +234,7 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, took
 		h.backAt = now
 		h.nudgeWaiting()
 	}
-	h.silent, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
+	h.silent, h.run, h.missed, h.pace, h.streak = 0, 0, 0, 0, h.streak+1
 	if first {
 		h.noteFresh(now)
 	}
@@ -369,8 +373,9 @@ func (h *host) downAt(now time.Time) (down, proven bool) {
 
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only on evidence (see StormControl). last reports that the retry
-// is its request's last, and p is the request's Policy. A retry that goes
-// on its own into a host proven down is asked of the budget.
+// is its request's last, and p is the request's Policy. A request that was
+// held before and goes on its own into a host proven down has its retry
+// asked of the budget.
 func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -384,24 +389,26 @@ func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 	return true
 }
 
-// provenDown reports whether at now the host is down and proven so. The
-// first outage of a host's state is proven once an attempt has been timed
-// and the state, created by its first failure, is at least provenAfter
-// times as old as failed attempts take on average: an outage that has
-// lasted D is as likely as not to last D more, so before that a retry
-// still has fair odds of finding the host back by the time it is
-// answered. Once proven, the state stays proven, and any later outage of
-// it, such as the host shedding after its return, holds at once: counted
-// anew, a shared client's retries went into the shedding host unheld
-// (real runs: peak after 6.8-7.9x of capacity in 3 of 6, 3.4-4.6x
-// before), and late failures of hung attempts could unprove an outage
-// under way. h.mu is held.
+// provenDown reports whether at now the host is down and proven so. An
+// outage is proven once an attempt has been timed and the outage, counted
+// from its first failure, is at least provenAfter times as old as failed
+// attempts take on average: an outage that has lasted D is as likely as
+// not to last D more, so before that a retry still has fair odds of
+// finding the host back by the time it is answered. Once an outage of 16
+// failures or more is proven, the host's state stays proven, and any
+// later outage of it, such as the host shedding after its return, holds
+// at once: counted anew, a shared client's retries went into the
+// shedding host unheld (real runs: peak after 6.8-7.9x of capacity in 3
+// of 6, 3.4-4.6x before), and late failures of hung attempts could
+// unprove an outage under way. Two failures that create the state, which
+// starts down, prove nothing for later. h.mu is held.
 func (h *host) provenDown(now time.Time) bool {
 	if h.silent < downAfter {
 		return false
 	}
-	h.proven = h.proven || h.timed && now.Sub(h.since) >= provenAfter*h.took
-	return h.proven
+	old := h.timed && now.Sub(h.since) >= provenAfter*h.took
+	h.proven = h.proven || old && h.run >= downAfter
+	return h.proven || old
 }
 
 // poll looks at the host for the held m at now: send reports that it may

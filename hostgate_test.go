@@ -623,40 +623,83 @@ func TestGateOutageIsProvenByTheAverageAttemptTime(t *testing.T) {
 		t.Errorf("attempts take %v, want the moving average %v", h.took, want)
 	}
 	if h.ask(ms[1], false, Policy{}, at(300)) {
-		t.Error("held 300 ms into an outage of attempts that take about 350 ms: one short attempt proved it")
+		t.Error("held 300 ms into an outage of attempts that take about 200 ms on average: one short attempt proved it")
 	}
 }
 
-func TestGateHoldsAtOnceWhenTheHostFailsAgainWhileRequestsRetry(t *testing.T) {
+// failAt records a failure of m's request to host "h" at ms, its attempt
+// having taken took.
+func failAt(s *hostSet, m *member, ms int, took time.Duration) {
+	s.failed("h", m, failure{at: at(ms), sent: at(ms).Add(-took)})
+}
+
+// answerAt records n answers of host "h", one ms apart from ms.
+func answerAt(s *hostSet, h *host, ms, n int) {
+	for i := range n {
+		h.answered(at(ms+i), nil, true, s.share, 0)
+	}
+}
+
+func TestGateHoldsAtOnceWhenAProvenHostFailsAgain(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	ms := []*member{newMember(), newMember()}
-	for _, m := range ms {
-		s.failed("h", m, failure{first: true, at: at(0), sent: at(-100)}) // attempts take 100 ms
+	for i := range downAfter { // an outage of 16 failures, attempts taking 100 ms
+		failAt(s, ms[i%2], i, 100*time.Millisecond)
 	}
 	h := ms[0].h
-	for i := range upAfter {
-		h.answered(at(300+i), nil, true, s.share, 0) // back, and up
+	if !h.ask(ms[1], false, Policy{}, at(250)) {
+		t.Fatal("not held 250 ms into an outage of 100 ms attempts")
 	}
-	for i := range downAfter {
-		s.failed("h", ms[0], failure{at: at(400 + i), sent: at(300 + i)}) // shedding now
+	answerAt(s, h, 300, upAfter) // back, and up
+	for i := range downAfter {   // shedding now
+		failAt(s, ms[0], 400+i, 100*time.Millisecond)
 	}
 	if !h.ask(ms[1], false, Policy{}, at(420)) {
-		t.Error("a retry into a host that fails again while requests retry went unheld: only the first outage is young")
+		t.Error("a retry into a host that fails again after a proven outage went unheld")
+	}
+}
+
+func TestGateFirstOutageAfterAnswersIsYoung(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		askAt int
+		want  bool
+	}{
+		{"16 ms into it", 10_016, false},
+		{"two attempts' time into it", 10_200, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newHostSet(DefaultReleaseShare)
+			ms := []*member{newMember(), newMember()}
+			failAt(s, ms[0], 0, 100*time.Millisecond) // two failures at random create the state,
+			failAt(s, ms[1], 0, 100*time.Millisecond) // which starts down
+			h := ms[0].h
+			if !h.ask(ms[1], false, Policy{}, at(300)) {
+				t.Fatal("not held by a state that starts down, 300 ms old")
+			}
+			answerAt(s, h, 1000, 50) // the host answers while both still retry
+			for i := range downAfter {
+				failAt(s, ms[0], 10_000+i, 100*time.Millisecond)
+			}
+			if got := h.ask(ms[1], false, Policy{}, at(tc.askAt)); got != tc.want {
+				t.Errorf("held %v, want %v: the first real outage counts from its own first failure", got, tc.want)
+			}
+		})
 	}
 }
 
 func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	ms := []*member{newMember(), newMember(), newMember()}
-	for _, m := range ms {
-		s.failed("h", m, failure{first: true, at: at(0), sent: at(-1)}) // fast 503s
+	for i := range downAfter { // fast 503s
+		failAt(s, ms[i%3], i, time.Millisecond)
 	}
 	h := ms[0].h
 	if !h.ask(ms[1], false, Policy{}, at(100)) {
 		t.Fatal("not held 100 ms into an outage of 1 ms failures")
 	}
 	for range 8 { // attempts sent a minute before, hung until now
-		s.failed("h", ms[0], failure{at: at(2000), sent: at(2000 - 60_000)})
+		failAt(s, ms[0], 2000, time.Minute)
 	}
 	if !h.ask(ms[2], false, Policy{}, at(10_000)) {
 		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took)

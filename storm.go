@@ -19,34 +19,34 @@ const DefaultReleaseShare = 0.25
 //
 // The host gate holds a retry beyond its own backoff only on evidence:
 // another request to the same host is retrying too, and the host is proven
-// down: it has answered none of its last 16 attempts and, for its first
-// outage since requests to it began to retry, they have been failing for
-// twice the time a failed attempt takes (or it told the retry by Retry-After
-// to wait). A held request keeps the steps its own backoff would take: its
-// waits, drawn as that backoff draws them and lengthened by a longer
-// Retry-After as it would be, each after the time an attempt takes to fail,
-// as many as fit before the deadline. At each step it goes if the host is up
-// (it has answered each of its last 16 attempts) or, when the step found the
-// host down, once the host answers within the time an attempt takes after
-// it; otherwise it skips the step. Its last step goes whatever the host's
-// state (the budget is asked when the host is down). So a held request ends
-// no later than without storm control, after no more attempts, and fewer
-// while the host is down. Between its steps it waits in line, oldest request
-// first. While fresh requests keep coming they probe the host for the line;
-// when they stop, the held retries probe in turn, one at a time, each once
-// the last one's outcome is known, and after k failed probes in a row the
-// prober's k-th backoff step (at its mean) later. Each answer of the host
-// earns the line ReleaseShare of a release (halved by a failure and grown
-// back by answers, as TCP's window is); while the line alone probes, an
-// answer to one of its retries lets two go in its place, as TCP's slow start
-// doubles its window each round trip. A request whose steps were drawn with
-// a Retry-After keeps to the line, not to its steps, since the date is a
-// herd the server set; until the host answers, nothing in line goes before
-// that date but a last retry. No hold outlasts the request's deadline or
-// MaxElapsed; a request whose hold reaches one returns its last outcome with
-// StopHostGate, or, when that is a response whose body could not be kept in
-// memory (over 64 KiB, or still arriving after 100 ms), an *Error that names
-// its status.
+// down: it has answered none of its last 16 attempts, and the outage has
+// lasted twice the time a failed attempt takes (once an outage of the host
+// is proven, later ones hold at once while requests to it still retry), or
+// it told the retry by Retry-After to wait. A held request keeps the steps
+// its own backoff would take: its waits, drawn as that backoff draws them
+// and lengthened by a longer Retry-After as it would be, each after the time
+// an attempt takes to fail, as many as fit before the deadline. At each step
+// it goes if the host is up (it has answered each of its last 16 attempts)
+// or, when the step found the host down, once the host answers within the
+// time an attempt takes after it; otherwise it skips the step. Its last step
+// goes whatever the host's state (the budget is asked when the host is
+// proven down). So a held request ends no later than without storm control,
+// after no more attempts, and fewer while the host is down. Between its
+// steps it waits in line, oldest request first. While fresh requests keep
+// coming they probe the host for the line; when they stop, the held retries
+// probe in turn, one at a time, each once the last one's outcome is known,
+// and after k failed probes in a row the prober's k-th backoff step (at its
+// mean) later. Each answer of the host earns the line ReleaseShare of a
+// release (halved by a failure and grown back by answers, as TCP's window
+// is); while the line alone probes, an answer to one of its retries lets two
+// go in its place, as TCP's slow start doubles its window each round trip. A
+// request whose steps were drawn with a Retry-After keeps to the line, not
+// to its steps, since the date is a herd the server set; until the host
+// answers, nothing in line goes before that date but a last retry. No hold
+// outlasts the request's deadline or MaxElapsed; a request whose hold
+// reaches one returns its last outcome with StopHostGate, or, when that is a
+// response whose body could not be kept in memory (over 64 KiB, or still
+// arriving after 100 ms), an *Error that names its status.
 //
 // The budget bounds the retries that end in failure, across hosts (see
 // Budget). State is kept only for hosts with requests retrying: a request
@@ -178,13 +178,17 @@ func (st *stormState) timing() bool {
 // allows reports whether the budget lets m's retry wait for its turn at
 // now. A request to a host not proven down is not asked: its failures are
 // noise, for its own backoff. Nor is a held one, whose retries into a host
-// that is down are asked about as they go (see probing).
+// proven down are asked about as they go (see recheckBudget).
 func (st *stormState) allows(m *member, now time.Time) bool {
-	if m.h == nil {
-		return st.budgetAllows(now)
+	if m.h != nil && !m.drawn.IsZero() {
+		return true
 	}
-	_, proven := m.h.downAt(now)
-	return !m.drawn.IsZero() || !proven || st.budgetAllows(now)
+	if m.h != nil {
+		if _, proven := m.h.downAt(now); !proven {
+			return true
+		}
+	}
+	return st.budgetAllows(now)
 }
 
 // budgetAllows reports whether the budget has a retry left at now. A
@@ -249,7 +253,7 @@ func (l holdLimits) capped(t time.Time) time.Time {
 // hold is called once m's retry has waited its own backoff. It returns
 // StopNone when the retry may be sent now, after a hold when held;
 // StopHostGate when the hold reached the deadline or MaxElapsed;
-// StopBudget when the request's last retry would go into a host that is
+// StopBudget when the request's last retry would go into a host proven
 // down and the budget has no token left, and StopCanceled when ctx was
 // cancelled. A held retry costs a timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
@@ -302,7 +306,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 }
 
 // recheckBudget asks the budget again about a retry that goes on its own
-// into a host that is down (the line's probe, or a held request's last
+// into a host proven down (the line's probe, or a held request's last
 // retry): the token it was cleared with, before its wait, may have been
 // spent by the probes before it. A retry released to a host that answers
 // again is not asked.

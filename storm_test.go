@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -558,30 +559,33 @@ func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
 		name  string
 		sc    fleetScenario
 		seeds uint64
+		slack int // the rescues allowed short of off's: one in slack; zero means 200
 	}{
 		// The line once let one retry through per answer: 47% rescued.
 		{"200 goroutines, 1 s blip, 200 ms responses", fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second},
-			duration: time.Second, timeout: 15 * time.Second, latency: 200 * time.Millisecond}, 3},
+			duration: time.Second, timeout: 15 * time.Second, latency: 200 * time.Millisecond}, 3, 0},
 		// The line's probes every 10 ms spent the budget: 26% rescued.
 		{"200 goroutines, 1 s blip, 20 ms backoff", fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second},
-			duration: time.Second, timeout: 15 * time.Second, latency: time.Millisecond, policy: fleetPolicy}, 3},
+			duration: time.Second, timeout: 15 * time.Second, latency: time.Millisecond, policy: fleetPolicy}, 3, 0},
 		// Held past their own backoff, waiting for fresh requests that
 		// came seconds apart: 29 of 120 rescued, off 68.
 		{"2 goroutines, 3 calls each, 5 s outage", fleetScenario{workers: 2, calls: 3, down: [2]time.Duration{0, 5 * time.Second},
-			duration: time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 20},
+			duration: time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 20, 0},
 		// Attempts that take 500 ms to fail, never timed while fresh
 		// requests probed: lives too short, 89% rescued against 99.6%.
 		{"100 requests/s, 4 s outage, 500 ms failures", fleetScenario{clients: 1, rate: 100, down: [2]time.Duration{0, 4 * time.Second},
-			duration: 6 * time.Second, timeout: 10 * time.Second, latency: 500 * time.Millisecond}, 6},
+			duration: 6 * time.Second, timeout: 10 * time.Second, latency: 500 * time.Millisecond}, 6, 0},
 		// A host down one second in two, 50 requests/s: held retries left
 		// only at the line's pace or at their life's end, which fell in a
 		// down second half the time: 3,278 of 3,592 rescued, off 3,498.
 		{"50 requests/s, host down one second in two", fleetScenario{clients: 1, rate: 50, flap: time.Second,
-			duration: 24 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 3},
+			duration: 24 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond}, 3, 0},
 		// The storm simulator's fleet against a server that takes 500 ms:
 		// a held request's life counted only the latest attempt's time, and
-		// a short one ended lives early: 95.4% rescued against 96.8%.
-		{"the fleet's outage, 500 ms answers", slowFleet, 3},
+		// a short one ended lives early: 14,117 of 14,794 rescued against
+		// 14,325. Now 14,271-14,314 over 18 runs; the runs vary by a few
+		// dozen, so this row allows 1% (148), not 0.5%.
+		{"the fleet's outage, 500 ms answers", slowFleet, 3, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var okOn, okOff, n int
@@ -593,7 +597,7 @@ func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
 				n += on.requests
 			}
 			t.Logf("%d of %d rescued with storm control, %d without", okOn, n, okOff)
-			if okOn < okOff-max(2, n/200) { // which requests' own backoff runs out first depends on the draws
+			if okOn < okOff-max(2, n/cmp.Or(tc.slack, 200)) { // which requests' own backoff runs out first depends on the draws
 				t.Errorf("%d of %d rescued with storm control, %d without", okOn, n, okOff)
 			}
 		})
@@ -1052,8 +1056,8 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	}
 	empty := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	m := failed(empty)
-	if !empty.allows(m, young) || empty.allows(m, proven) {
-		t.Errorf("an empty budget allows %v in a young outage (want true), %v in a proven one (want false)", empty.allows(m, young), empty.allows(m, proven))
+	if inYoung, inProven := empty.allows(m, young), empty.allows(m, proven); !inYoung || inProven {
+		t.Errorf("an empty budget allows %v in a young outage (want true), %v in a proven one (want false)", inYoung, inProven)
 	}
 	st := &stormState{budget: &Budget{Ratio: -1, Reserve: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	m = failed(st)
@@ -1118,5 +1122,25 @@ func TestHeldRequestsFollowAHostWhoseFailuresSpeedUp(t *testing.T) {
 	}
 	if on, off := meanTimeToFail(StormControl{}), meanTimeToFail(stormOff); on > 1.15*off {
 		t.Errorf("calls failed in %.2f s with storm control, %.2f s without", on, off)
+	}
+}
+
+// TestFirstBlipOnANoisyHostIsNotHeld: one client sends 100 requests/s to
+// a server that takes 500 ms and fails 5% of attempts at random, and is
+// down for a second at 3 s. The random failures keep the host's state
+// alive, so counting an outage's age from the state's first failure
+// proved the blip at once and held its retries: p99 2.85 s on average over
+// three seeds against off's 2.23 s. Counted from the blip's own first
+// failure, the p99 is within 1.15x of off's.
+func TestFirstBlipOnANoisyHostIsNotHeld(t *testing.T) {
+	var on, off float64
+	for seed := uint64(1); seed <= 3; seed++ {
+		sc := fleetScenario{clients: 1, rate: 100, down: [2]time.Duration{3 * time.Second, 4 * time.Second}, failRate: 0.05,
+			duration: 6 * time.Second, timeout: 10 * time.Second, latency: 500 * time.Millisecond, seed: seed}
+		on += runFleet(t, sc, StormControl{}).metrics().p99.Seconds() / 3
+		off += runFleet(t, sc, stormOff).metrics().p99.Seconds() / 3
+	}
+	if on > 1.15*off {
+		t.Errorf("p99 %.2f s with storm control, %.2f s without", on, off)
 	}
 }
