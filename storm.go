@@ -198,9 +198,9 @@ func (st *stormState) budgetAllows(now time.Time) bool {
 }
 
 // sent charges the budget for a retry of m's request sent at now, unless
-// it went into an outage not yet proven, as plain backoff's would (200
-// goroutines through a 1 s blip against a 200 ms server spent it on those
-// and 0.5% succeeded).
+// it went into an outage not yet proven, where plain backoff would have
+// sent it too (charged, the retries of 200 goroutines through a 1 s blip
+// against a 200 ms server spent the budget, and 0.5% succeeded).
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
