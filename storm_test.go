@@ -1086,7 +1086,7 @@ func TestHeldRequestsFollowAHostWhoseFailuresSpeedUp(t *testing.T) {
 				start := time.Now()
 				tr := &Transport{Storm: c, Random: seeded(seed), Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
 					if time.Since(start) < 6*time.Second {
-						time.Sleep(3 * time.Second)
+						time.Sleep(3 * time.Second) // virtual: synctest's clock
 					} else {
 						time.Sleep(time.Millisecond)
 					}
