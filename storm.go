@@ -17,40 +17,29 @@ const DefaultReleaseShare = 0.25
 // worse, and stays out of the way of a request that is alone on its host.
 // Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The host gate holds a retry beyond its own backoff only on evidence:
-// another request to the same host is retrying too, and the host is proven
-// down: it has answered none of its last 16 attempts, and the outage has
-// lasted twice the time a failed attempt takes (once an outage of the host
-// is proven, later ones hold at once while requests to it still retry), or
-// it told the retry by Retry-After to wait. A held request keeps the steps
-// its own backoff would take: its waits, drawn as that backoff draws them
-// and lengthened by a longer Retry-After as it would be, each after the time
-// an attempt takes to fail, as many as fit before the deadline. At each step
-// it goes if the host is up (it has answered each of its last 16 attempts)
-// or, when the step found the host down, once the host answers within the
-// time an attempt takes after it; otherwise it skips the step. Its last step
-// goes whatever the host's state (the budget is asked when the host is
-// proven down). So a held request ends no later than without storm control,
-// after no more attempts, and fewer while the host is down. Between its
-// steps it waits in line, oldest request first. While fresh requests keep
-// coming they probe the host for the line; when they stop, the held retries
-// probe in turn, one at a time, each once the last one's outcome is known,
-// and after k failed probes in a row the prober's k-th backoff step (at its
-// mean) later. Each answer of the host earns the line ReleaseShare of a
-// release (halved by a failure and grown back by answers, as TCP's window
-// is); while the line alone probes, an answer to one of its retries lets two
-// go in its place, as TCP's slow start doubles its window each round trip. A
-// request whose steps were drawn with a Retry-After keeps to the line, not
-// to its steps, since the date is a herd the server set; until the host
-// answers, nothing in line goes before that date but a last retry. No hold
-// outlasts the request's deadline or MaxElapsed; a request whose hold
-// reaches one returns its last outcome with StopHostGate, or, when that is a
-// response whose body could not be kept in memory (over 64 KiB, or still
-// arriving after 100 ms), an *Error that names its status.
-//
-// The budget bounds the retries that end in failure, across hosts (see
-// Budget). State is kept only for hosts with requests retrying: a request
-// to any other host pays one atomic load.
+// The model: a retry is held beyond its own backoff only while another
+// request to the same host is retrying too and the host is proven down (it
+// answered none of its last 16 attempts, for at least twice the time a
+// failed attempt takes; once proven, its later outages hold at once), or
+// told the retry by Retry-After to wait. A held request keeps the steps its
+// own backoff would take, drawn as that backoff draws them: at each it goes
+// if the host is answering (16 answers in a row, or one within an attempt's
+// time after a step that found it down), and its last goes whatever the
+// host's state, so it
+// ends no later and after no more attempts than without storm control, and
+// after fewer while the host is down. Between its steps it waits in line,
+// oldest first: each answer of the host earns the line ReleaseShare of a
+// release (halved by a failure and grown back by answers, as TCP's window),
+// and once fresh requests stop, the oldest held retry probes the host, one
+// at a time, at its own backoff's pace. Nothing in line goes before a
+// Retry-After date until the host answers, but a last retry. No hold
+// outlasts the deadline or MaxElapsed: one that reaches it returns the last
+// outcome with StopHostGate, or, when that is a response whose body could
+// not be kept in memory (over 64 KiB, or still arriving after 100 ms), an
+// *Error that names its status. The budget bounds the retries into hosts
+// proven down, across hosts (see Budget). State is kept only for hosts
+// with requests retrying: a request to any other host pays one atomic
+// load. docs/storm-control.md gives each rule and the figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
