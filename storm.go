@@ -25,21 +25,20 @@ const DefaultReleaseShare = 0.25
 // own backoff would take, drawn as that backoff draws them: at each it goes
 // if the host is answering (16 answers in a row, or one within an attempt's
 // time after a step that found it down), and its last goes whatever the
-// host's state, so it
-// ends no later and after no more attempts than without storm control, and
-// after fewer while the host is down. Between its steps it waits in line,
-// oldest first: each answer of the host earns the line ReleaseShare of a
-// release (halved by a failure and grown back by answers, as TCP's window),
-// and once fresh requests stop, the oldest held retry probes the host, one
-// at a time, at its own backoff's pace. Nothing in line goes before a
-// Retry-After date until the host answers, but a last retry. No hold
-// outlasts the deadline or MaxElapsed: one that reaches it returns the last
-// outcome with StopHostGate, or, when that is a response whose body could
-// not be kept in memory (over 64 KiB, or still arriving after 100 ms), an
-// *Error that names its status. The budget bounds the retries into hosts
-// proven down, across hosts (see Budget). State is kept only for hosts
-// with requests retrying: a request to any other host pays one atomic
-// load. docs/storm-control.md gives each rule and the figure behind it.
+// host's state, so it ends no later and after no more attempts than without
+// storm control, and after fewer while the host is down. Between its steps
+// it waits in line, oldest first: each answer of the host earns the line
+// ReleaseShare of a release (halved by a failure and grown back by answers,
+// as TCP's window), and once fresh requests stop, the oldest held retry
+// probes the host, one at a time, at its own backoff's pace. Until the host
+// answers, nothing in line but a last retry goes before a Retry-After date.
+// No hold outlasts the deadline or MaxElapsed: one that reaches it returns
+// the last outcome with StopHostGate, or, when that is a response whose body
+// could not be kept in memory (over 64 KiB, or still arriving after 100 ms),
+// an *Error that names its status. The budget bounds the retries into hosts
+// proven down, across hosts (see Budget). State is kept only for hosts with
+// requests retrying: a request to any other host pays one atomic load.
+// docs/storm-control.md gives each rule and the figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
