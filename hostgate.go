@@ -363,26 +363,38 @@ func (h *host) noteTook(took time.Duration) {
 	h.took += (took - h.took) / tookWeight
 }
 
-// downAt reports at now whether the host is down, and whether that is
-// proven (see provenDown).
-func (h *host) downAt(now time.Time) (down, proven bool) {
+// budgetView reports at now whether the host's outage is young (down, not
+// yet proven: retries into it are not charged) and whether the budget is
+// asked about retries into it (see asksBudget).
+func (h *host) budgetView(now time.Time) (young, asks bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.silent >= downAfter, h.provenDown(now)
+	proven := h.provenDown(now)
+	return h.silent >= downAfter && !proven, h.asksBudget(proven)
 }
+
+// asksBudget reports whether the budget is asked about retries into the
+// host, proven down or not (proven): only once downAfter of its attempts
+// in a row have been seen to fail. A state starts down, so that a burst's
+// first failures are held at once, but a request that calls a host one at
+// a time gets a new state at each call: counted from that start, two
+// failures of a host that answered each call's third attempt made the
+// budget, drained by a dead host elsewhere, refuse 36 of its retries in
+// 5 s (TestBudgetSparesALoneSequentialClient). h.mu is held.
+func (h *host) asksBudget(proven bool) bool { return proven && h.run >= downAfter }
 
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only on evidence (see StormControl). last reports that the retry
 // is its request's last, and p is the request's Policy. A request that was
 // held before and goes on its own into a host proven down has its retry
-// asked of the budget.
+// asked of the budget (see asksBudget).
 func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.last, m.policy = last, p
 	down := h.provenDown(now)
 	if len(h.members) == 1 || !down && !m.toldWait {
-		m.askBudget = down && !m.drawn.IsZero()
+		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
 		return false // alone, or the host answers: its own backoff, exactly
 	}
 	m.waiting, m.askBudget = true, false
@@ -457,7 +469,7 @@ func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
 	case answers, m.outlived(now): // when its own backoff would send it: the host answers, or it is the last
-		m.waiting, m.askBudget, m.fromLine = false, down, true
+		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 		h.nudgeFirst()
 		return true, time.Time{}
 	}
@@ -472,7 +484,7 @@ func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
 	case now.Before(h.nextProbe):
 		return false, earlierOf(h.nextProbe, wake)
 	}
-	m.waiting, m.askBudget, m.fromLine = false, down, true
+	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 	h.probing = m
 	return true, time.Time{}
 }

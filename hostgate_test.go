@@ -105,8 +105,11 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 }
 
 func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
-	_, ms := failing(3)
+	s, ms := failing(3)
 	h := ms[0].h
+	for i := range downAfter { // failures seen in a row: the budget is asked about retries into the host
+		failAt(s, ms[2], 3+i, 0)
+	}
 	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
 	last := ms[1]
 	// Drawn at 10 s, its own waits end at 19 s; its backoff would send two

@@ -36,9 +36,10 @@ const DefaultReleaseShare = 0.25
 // the last outcome with StopHostGate, or, when that is a response whose body
 // could not be kept in memory (over 64 KiB, or still arriving after 100 ms),
 // an *Error that names its status. The budget bounds the retries into hosts
-// proven down, across hosts (see Budget). State is kept only for hosts with
-// requests retrying: a request to any other host pays one atomic load.
-// docs/storm-control.md gives each rule and the figure behind it.
+// proven down and seen to fail 16 attempts in a row, across hosts (see
+// Budget). State is kept only for hosts with requests retrying: a request to
+// any other host pays one atomic load. docs/storm-control.md gives each rule
+// and the figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
@@ -164,15 +165,16 @@ func (st *stormState) timing() bool {
 }
 
 // allows reports whether the budget lets m's retry wait for its turn at
-// now. A request to a host not proven down is not asked: its failures are
-// noise, for its own backoff. Nor is a held one, whose retries into a host
-// proven down are asked about as they go (see recheckBudget).
+// now. A request to a host not seen proven down is not asked (see
+// host.asksBudget): its failures are noise, for its own backoff. Nor is a
+// held one, whose retries into a host proven down are asked about as they
+// go (see recheckBudget).
 func (st *stormState) allows(m *member, now time.Time) bool {
 	if m.h != nil && !m.drawn.IsZero() {
 		return true
 	}
 	if m.h != nil {
-		if _, proven := m.h.downAt(now); !proven {
+		if _, asks := m.h.budgetView(now); !asks {
 			return true
 		}
 	}
@@ -194,7 +196,7 @@ func (st *stormState) sent(m *member, now time.Time) {
 		return
 	}
 	if m.h != nil {
-		if down, proven := m.h.downAt(now); down && !proven {
+		if young, _ := m.h.budgetView(now); young {
 			return
 		}
 	}
