@@ -31,7 +31,9 @@ const (
 	StopExhausted
 	// StopRetryAfter: the server's Retry-After exceeds MaxRetryAfter.
 	StopRetryAfter
-	// StopDeadline: the next wait would end after the context's deadline.
+	// StopDeadline: the next wait would end after the context's deadline,
+	// or the deadline cut off a wait or a retry: the outcome of the
+	// attempt before it is returned.
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed

@@ -192,13 +192,20 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 
 // cut ends the request whose attempt n the caller's context ended. When the
 // deadline cut a retry, the attempt before it had an outcome of its own:
-// that one is returned, kept in memory, rather than the context's error.
-func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, last lastOutcome) (*http.Response, error) {
-	if n == 1 || !last.kept || !errors.Is(r.req.Context().Err(), context.DeadlineExceeded) {
+// that one is returned, from memory (see lastOutcome.outcome), rather than
+// the context's error, and reported to OnGiveUp as the retry's, ev being
+// the event of the attempt before it.
+func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev RetryEvent, last lastOutcome) (*http.Response, error) {
+	if n == 1 || !errors.Is(r.req.Context().Err(), context.DeadlineExceeded) {
 		return r.end(a.finish(resp, err, n, StopCanceled))
 	}
 	a.release()
-	return r.end(last.outcome(n, StopDeadline, r.req.Context()))
+	resp, err = last.outcome(n, StopDeadline, r.req.Context())
+	if ev.Attempt, ev.Wait, ev.Held = n, 0, 0; resp != nil {
+		ev.Response = resp
+	}
+	r.t.giveUp(ev, StopDeadline)
+	return r.end(resp, err)
 }
 
 // rewindFailed ends the request whose body could not be produced again for
@@ -245,8 +252,9 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
 	case l.err != nil:
 		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
-	case !l.kept:
-		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)}
+	case !l.kept: // the deadline's error too, when it is what ended the request
+		notKept := fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)
+		return nil, &Error{Attempts: n, Reason: stop, Err: errors.Join(notKept, ctx.Err())}
 	}
 	l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
 	return l.resp, nil

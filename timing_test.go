@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -288,13 +289,15 @@ func TestDecorrelatedJitterUsesThePreviousWait(t *testing.T) {
 
 // TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt: a retry sent just
 // before the deadline and cut off by it returns the response of the
-// attempt before it, not the context's error.
+// attempt before it, not the context's error, and OnGiveUp hears of it:
+// the request ends on a retryable outcome, and the cut attempt gets its
+// one event.
 func TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var stops []StopReason
+		var gaveUp []RetryEvent
 		tr := &Transport{
 			Policy:   Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
-			OnGiveUp: func(e RetryEvent) { stops = append(stops, e.Stop) },
+			OnGiveUp: func(e RetryEvent) { gaveUp = append(gaveUp, e) },
 			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				select { // 50 ms of service time, unless the context ends first
 				case <-time.After(50 * time.Millisecond):
@@ -315,8 +318,8 @@ func TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt(t *testing.T) {
 		if resp.StatusCode != 503 || string(body) != "busy" || time.Since(start) != 300*time.Millisecond {
 			t.Errorf("got %d %q after %v, want the 503 at the deadline", resp.StatusCode, body, time.Since(start))
 		}
-		if len(stops) != 0 {
-			t.Errorf("OnGiveUp %v: the cut attempt is the caller's deadline, not a retryable outcome", stops)
+		if len(gaveUp) != 1 || gaveUp[0].Stop != StopDeadline || gaveUp[0].Attempt != 2 || gaveUp[0].Response != resp {
+			t.Errorf("OnGiveUp %+v; want one event, StopDeadline, for attempt 2, with the response returned", gaveUp)
 		}
 	})
 }
@@ -352,6 +355,41 @@ func TestWaitEndedByTheDeadlineReturnsTheLastResponse(t *testing.T) {
 		}
 		if !slices.Equal(stops, []StopReason{StopDeadline}) {
 			t.Errorf("OnGiveUp stops %v, want [%v]", stops, StopDeadline)
+		}
+	})
+}
+
+// TestRetryCutByTheDeadlineAfterAResponseTooLongToKeep: the response before
+// a retry that the deadline cuts off cannot be returned when its body was
+// over 64 KiB: an *Error names its status and wraps the deadline's error,
+// not a bare context error, and OnGiveUp hears of it.
+func TestRetryCutByTheDeadlineAfterAResponseTooLongToKeep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var gaveUp []RetryEvent
+		tr := &Transport{
+			Policy:   Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { gaveUp = append(gaveUp, e) },
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				select {
+				case <-time.After(50 * time.Millisecond):
+					return response(503, strings.Repeat("x", 100<<10)), nil
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}),
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://slow/", nil).WithContext(ctx))
+		var rerr *Error
+		if resp != nil || !errors.As(err, &rerr) || rerr.Reason != StopDeadline || rerr.Attempts != 2 {
+			t.Fatalf("got %v, %v; want an *Error, StopDeadline, after 2 attempts", resp, err)
+		}
+		if !errors.Is(err, errLastNotKept) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "status 503") {
+			t.Errorf("error %q: want it to name status 503, the body not kept, and wrap the deadline", err)
+		}
+		if len(gaveUp) != 1 || gaveUp[0].Stop != StopDeadline || gaveUp[0].Status() != 503 {
+			t.Errorf("OnGiveUp %+v; want one event, StopDeadline, naming the 503", gaveUp)
 		}
 	})
 }

@@ -43,8 +43,11 @@ const DefaultMaxRetryAfter = time.Minute
 //     WithPolicy). A wait that would end at or after the context's deadline
 //     (or MaxElapsed) is not started: the last response or error returns
 //     at once; a retry, or a wait, that the deadline cuts off returns the
-//     outcome of the attempt before it. Cancelling the context ends a wait
-//     at once with an *Error wrapping the context's error.
+//     outcome of the attempt before it (a response whose body was over 64
+//     KiB, or still arriving after 100 ms, is not kept for that: an *Error
+//     that names its status and wraps the deadline's error comes instead).
+//     Cancelling the context ends a wait at once with an *Error wrapping
+//     the context's error.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
@@ -126,7 +129,9 @@ type Transport struct {
 	// OnGiveUp, when set, is called once when a request ends on an outcome
 	// the classifier called retryable, with the StopReason no further
 	// attempt was made. Every failed attempt of a request thus gets one
-	// event: OnRetry when it is retried, OnGiveUp when it is not. It runs
+	// event: OnRetry when it is retried, OnGiveUp when it is not (a retry
+	// that the deadline cuts off gets OnGiveUp with StopDeadline and the
+	// outcome returned, the attempt's before it). It runs
 	// on the goroutine that called RoundTrip, just before it returns.
 	OnGiveUp func(RetryEvent)
 
@@ -200,7 +205,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// the caller has given up meanwhile, so the context is looked at
 		// only before an error or a retry: the success path skips it.
 		if err != nil && req.Context().Err() != nil {
-			return r.cut(a, resp, err, n, last)
+			return r.cut(a, resp, err, n, ev, last)
 		}
 		retry, reason := t.classify(req, resp, err)
 		if !retry {
