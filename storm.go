@@ -61,10 +61,13 @@ type StormControl struct {
 
 // StormState is a snapshot of a Transport's storm control, for metrics.
 type StormState struct {
-	BudgetTokens float64 // retries the budget allows now; zero when off
-	Hosts        int     // hosts with requests retrying
-	Retrying     int     // requests retrying
-	Held         int     // of those, held by the host gate
+	// BudgetTokens is the tokens the budget holds now, zero when it is
+	// off: below 1 it refuses retries, and it is negative while retries
+	// cleared before their waits have spent more than it held.
+	BudgetTokens float64
+	Hosts        int // hosts with requests retrying
+	Retrying     int // requests retrying
+	Held         int // of those, held by the host gate
 }
 
 // StormState returns a snapshot of the Transport's storm control. It is
