@@ -25,11 +25,14 @@ const (
 // returns its last outcome at once, with StopBudget. A budget never
 // refuses a first attempt, the retry of a request that is the only one of
 // its Transport retrying (MaxRetries bounds that one), nor, with the host
-// gate on, a retry to a host not proven down (see StormControl) with 16
-// failures in a row seen, which a request calling a host one at a time
-// shows only with 15 retries or more, and it does not charge one into an outage not yet proven:
-// failures among answers, or in a young outage, are noise that backoff
-// handles, not a storm, and a dead host elsewhere must not starve them.
+// gate on, the retry of a request alone on its host, or one to a host not
+// proven down (see StormControl) with 16 failures in a row seen, and it
+// does not charge one into an outage not yet proven: failures among
+// answers, or in a young outage, are noise that backoff handles, not a
+// storm, and a dead host elsewhere must not starve them. So it bounds the
+// retries of hosts that many requests fail on at once; a Transport that
+// calls many dead hosts one request at a time each is bounded by
+// MaxRetries, as without storm control.
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its

@@ -37,8 +37,9 @@ const (
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
-	// StopCanceled: the request's context was cancelled or its deadline
-	// passed during an attempt or a wait.
+	// StopCanceled: the request's context was cancelled, or its deadline
+	// passed during the first attempt (during a later one or a wait it is
+	// StopDeadline, during a hold StopHostGate).
 	StopCanceled
 	// StopRewind: the request body could not be produced again
 	// (Request.GetBody failed).

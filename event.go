@@ -11,13 +11,17 @@ import (
 type RetryEvent struct {
 	// Request is the caller's request. Read it; never modify it.
 	Request *http.Request
-	// Attempt is the 1-based number of the attempt that failed.
+	// Attempt is the 1-based number of the attempt that failed. For a
+	// retry the deadline cut off (OnGiveUp, StopDeadline), Response, Err
+	// and Reason are those of the attempt before it, whose outcome
+	// RoundTrip returns.
 	Attempt int
 	// Response is the attempt's response, nil when Err is set. In OnRetry
 	// its body is already drained and closed: read the status and headers
 	// only. In OnGiveUp it is the response RoundTrip is about to return,
-	// its body left to the caller, except with StopCanceled, when
-	// RoundTrip returns an error and the body is already closed.
+	// its body left to the caller, except when RoundTrip returns an error
+	// instead (StopCanceled, or a response whose body could not be kept
+	// for a retry not sent): then the body is already closed.
 	Response *http.Response
 	// Err is the attempt's transport error, nil when Response is set.
 	Err error

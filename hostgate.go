@@ -374,14 +374,19 @@ func (h *host) budgetView(now time.Time) (young, asks bool) {
 }
 
 // asksBudget reports whether the budget is asked about retries into the
-// host, proven down or not (proven): only once downAfter of its attempts
-// in a row have been seen to fail. A state starts down, so that a burst's
-// first failures are held at once, but a request that calls a host one at
-// a time gets a new state at each call: counted from that start, two
-// failures of a host that answered each call's third attempt made the
-// budget, drained by a dead host elsewhere, refuse 36 of its retries in
-// 5 s (TestBudgetSparesALoneSequentialClient). h.mu is held.
-func (h *host) asksBudget(proven bool) bool { return proven && h.run >= downAfter }
+// host, proven down or not (proven): only while another request to it is
+// retrying too, since storm control stays out of the way of a request
+// alone on its host, and once downAfter of its attempts in a row have
+// been seen to fail. A state starts down, so that a burst's first
+// failures are held at once; counted as failures seen, that start made
+// the budget, drained by a dead host elsewhere, refuse 36 retries in 5 s
+// of a goroutine calling a host that answered each call's third attempt
+// (TestBudgetSparesALoneSequentialClient). So a Transport calling many
+// dead hosts one request at a time each is bounded by MaxRetries alone,
+// as without storm control. h.mu is held.
+func (h *host) asksBudget(proven bool) bool {
+	return proven && h.run >= downAfter && len(h.members) > 1
+}
 
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only on evidence (see StormControl). last reports that the retry

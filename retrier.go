@@ -252,7 +252,7 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
 	case l.err != nil:
 		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
-	case !l.kept && ctx.Err() != nil: // the deadline ended the request: its error too
+	case !l.kept && ctx.Err() != nil: // the context ended the request: its error too
 		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d: %w", errLastNotKept, l.resp.StatusCode, ctx.Err())}
 	case !l.kept:
 		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)}

@@ -36,10 +36,10 @@ const DefaultReleaseShare = 0.25
 // the last outcome with StopHostGate, or, when that is a response whose body
 // could not be kept in memory (over 64 KiB, or still arriving after 100 ms),
 // an *Error that names its status. The budget bounds the retries into hosts
-// proven down and seen to fail 16 attempts in a row, across hosts (see
-// Budget). State is kept only for hosts with requests retrying: a request to
-// any other host pays one atomic load. docs/storm-control.md gives each rule
-// and the figure behind it.
+// proven down and seen to fail 16 attempts in a row, across hosts, but never
+// those of a request alone on its host (see Budget). State is kept only for
+// hosts with requests retrying: a request to any other host pays one atomic
+// load. docs/storm-control.md gives each rule and the figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool

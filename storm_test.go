@@ -657,13 +657,13 @@ func TestRetryAfterToSomeHoldsNoOneOnceTheHostAnswers(t *testing.T) {
 	}
 }
 
-// TestBudgetSparesAHostThatAnswers: twenty goroutines call hosts that are
-// down, one each, and ten call a host that fails half its attempts at
-// random, all through one Transport. The dead hosts' retries spend the
+// TestBudgetSparesAHostThatAnswers: twenty goroutines call four hosts that
+// are down, five each, and ten call a host that fails half its attempts
+// at random, all through one Transport. The dead hosts' retries spend the
 // budget; it does not refuse the flaky host's (when it did, its calls
 // succeeded 826 times of 900 over three seeds, off 886).
 func TestBudgetSparesAHostThatAnswers(t *testing.T) {
-	var refused, calls int
+	var refused, deadRefused, calls int
 	for seed := uint64(1); seed <= 3; seed++ {
 		synctest.Test(t, func(t *testing.T) {
 			rng, mu := rand.New(rand.NewPCG(seed, 3)), sync.Mutex{}
@@ -671,8 +671,12 @@ func TestBudgetSparesAHostThatAnswers(t *testing.T) {
 				OnGiveUp: func(e RetryEvent) {
 					mu.Lock()
 					defer mu.Unlock()
-					if e.Request.URL.Host == "flaky" && e.Stop == StopBudget {
+					switch {
+					case e.Stop != StopBudget:
+					case e.Request.URL.Host == "flaky":
 						refused++
+					default:
+						deadRefused++
 					}
 				},
 				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -686,7 +690,7 @@ func TestBudgetSparesAHostThatAnswers(t *testing.T) {
 				})}
 			var wg sync.WaitGroup
 			for w := range 30 {
-				host := fmt.Sprintf("dead%d", w)
+				host := fmt.Sprintf("dead%d", w%4)
 				if w >= 20 {
 					host, calls = "flaky", calls+30
 				}
@@ -705,6 +709,9 @@ func TestBudgetSparesAHostThatAnswers(t *testing.T) {
 	// of 900 in five runs. When a state's start counted as 16 failures,
 	// a flaky host's first failure after a calm spell was asked (up to 10
 	// of 900 over 22 runs), and 70 when every retry was.
+	if deadRefused == 0 {
+		t.Fatal("the dead hosts' retries never drained the budget: the test shows nothing")
+	}
 	if refused > 2 {
 		t.Errorf("the budget refused %d of the flaky host's %d calls", refused, calls)
 	}
@@ -973,12 +980,14 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 	})
 }
 
-// TestHeldRequestAloneOnADeadHostStillAsksTheBudget: a request that was
-// held keeps its exemption from the budget only while it is held; alone
-// on a host that is down, its retry is asked as any other.
-func TestHeldRequestAloneOnADeadHostStillAsksTheBudget(t *testing.T) {
+// TestHeldRequestOnADeadHostStillAsksTheBudget: a request that was held
+// keeps its exemption from the budget only while it is held; going on its
+// own into a host that is down while another request to it retries, its
+// retry is asked as any other. Alone on the host, it is not asked.
+func TestHeldRequestOnADeadHostStillAsksTheBudget(t *testing.T) {
 	st := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	st.retrying.Store(2) // another request of the Transport retries elsewhere
+	st.retrying.Store(2) // another request of the Transport retries
+	other := st.failed("down", nil, failure{first: true, at: time.Now(), sent: time.Now()})
 	var m *member
 	for i := range downAfter { // failures seen in a row: the host is down
 		m = st.failed("down", m, failure{first: i == 0, at: time.Now(), sent: time.Now()})
@@ -987,6 +996,10 @@ func TestHeldRequestAloneOnADeadHostStillAsksTheBudget(t *testing.T) {
 	lim := holdLimits{rest: func(time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
 	if _, stop := st.hold(context.Background(), m, lim); stop != StopBudget {
 		t.Errorf("stop %v, want StopBudget: the empty budget was not asked", stop)
+	}
+	st.end(other, false)
+	if _, stop := st.hold(context.Background(), m, lim); stop != StopNone {
+		t.Errorf("alone on its host: stop %v, want StopNone, the budget not asked", stop)
 	}
 }
 
@@ -1054,26 +1067,35 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	now := time.Now()
 	young, proven := now.Add(150*time.Millisecond), now.Add(250*time.Millisecond)
-	failed := func(st *stormState, n int) *member {
+	// failed records n failures of m's request, created on the first, and
+	// one of another's when company is set; done ends both.
+	failed := func(st *stormState, n int, company bool) (m *member, done func()) {
 		st.retrying.Store(2) // another request of the Transport retries too
-		var m *member
 		for range n {
 			m = st.failed("h", m, failure{first: true, at: now, sent: now.Add(-100 * time.Millisecond)})
 		}
-		return m
+		var other *member
+		if company {
+			other = st.failed("h", nil, failure{first: true, at: now, sent: now.Add(-100 * time.Millisecond)})
+		}
+		return m, func() { st.end(m, false); st.end(other, false) }
 	}
 	empty := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	m := failed(empty, downAfter)
+	m, done := failed(empty, downAfter-1, true)
 	if inYoung, inProven := empty.allows(m, young), empty.allows(m, proven); !inYoung || inProven {
 		t.Errorf("an empty budget allows %v in a young outage (want true), %v in a proven one (want false)", inYoung, inProven)
 	}
-	empty.end(m, false)
-	if m = failed(empty, downAfter-1); !empty.allows(m, proven) {
+	done()
+	if m, done = failed(empty, downAfter-2, true); !empty.allows(m, proven) {
 		t.Error("an empty budget refused a retry into a state that starts down, with one failure fewer than downAfter seen")
 	}
-	empty.end(m, false)
+	done()
+	if m, done = failed(empty, 2*downAfter, false); !empty.allows(m, proven) {
+		t.Error("an empty budget refused the retry of a request alone on its host")
+	}
+	done()
 	st := &stormState{budget: &Budget{Ratio: -1, Reserve: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	m = failed(st, 1)
+	m, _ = failed(st, 1, false)
 	st.sent(m, young)
 	st.sent(m, proven)
 	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
