@@ -170,3 +170,30 @@ func TestStopReasonString(t *testing.T) {
 		assert.NotEmpty(t, r.String(), "reason %d has a name", r)
 	}
 }
+
+// TestErrorIsATimeoutWhenItsCauseIs: http.Client wraps the Transport's
+// error in a *url.Error, whose Timeout asks only its direct cause, so
+// os.IsTimeout sees a deadline, Client.Timeout or AttemptTimeout only when
+// *Error answers for its cause, as a plain http.Transport's errors do.
+func TestErrorIsATimeoutWhenItsCauseIs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error
+		want  bool
+	}{
+		{"a deadline", context.DeadlineExceeded, true},
+		{"a deadline, wrapped", fmt.Errorf("%w: status 503: %w", errLastNotKept, context.DeadlineExceeded), true},
+		{"an attempt timeout", fmt.Errorf("%w: %w", ErrAttemptTimeout, errors.New("net/http: request canceled")), true},
+		{"a dial timeout", &net.OpError{Op: "dial", Err: timeoutErr{}}, true},
+		{"a cancellation", context.Canceled, false},
+		{"a reset", syscall.ECONNRESET, false},
+	} {
+		err := &url.Error{Op: "Get", URL: "http://x/", Err: &Error{Attempts: 1, Reason: StopCanceled, Err: tc.cause}}
+		if got := os.IsTimeout(err); got != tc.want {
+			t.Errorf("%s: os.IsTimeout %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !os.IsTimeout(ErrAttemptTimeout) || !errors.Is(fmt.Errorf("x: %w", ErrAttemptTimeout), ErrAttemptTimeout) {
+		t.Error("ErrAttemptTimeout is not a timeout, or errors.Is does not find it")
+	}
+}

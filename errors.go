@@ -8,8 +8,18 @@ import (
 // ErrAttemptTimeout is the cause of an attempt cut short by
 // Transport.AttemptTimeout. Such an attempt is retried; when it was the last
 // one, the returned error wraps both ErrAttemptTimeout and the base
-// transport's error.
-var ErrAttemptTimeout = errors.New("httpretry: attempt timed out")
+// transport's error. It is a timeout: its Timeout method reports true, so
+// that os.IsTimeout and net.Error callers see it as one.
+var ErrAttemptTimeout error = attemptTimeout{}
+
+// attemptTimeout is ErrAttemptTimeout's type: comparable, so errors.Is
+// finds it by value.
+type attemptTimeout struct{}
+
+func (attemptTimeout) Error() string { return "httpretry: attempt timed out" }
+
+// Timeout reports true: an attempt timed out.
+func (attemptTimeout) Timeout() bool { return true }
 
 // errNilResponse reports a base RoundTripper that broke its contract by
 // returning neither a response nor an error.
@@ -90,7 +100,9 @@ func (r StopReason) String() string {
 
 // Error is the error RoundTrip returns when the last attempt ended in a
 // transport error (a response, even a 503, is returned as a response).
-// errors.Is and errors.As reach the cause through Unwrap.
+// errors.Is and errors.As reach the cause through Unwrap, and Timeout
+// reports a cause that timed out, so that os.IsTimeout works through
+// http.Client as it does with a plain http.Transport.
 type Error struct {
 	// Attempts is the number of attempts sent through the base transport.
 	Attempts int
@@ -113,3 +125,11 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout reports whether the cause is a timeout: a deadline, Client.Timeout
+// or AttemptTimeout. *url.Error, which http.Client wraps around it, asks
+// only its direct cause, so without it os.IsTimeout would miss them.
+func (e *Error) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
