@@ -27,7 +27,8 @@ const (
 // its Transport retrying (MaxRetries bounds that one), nor, with the host
 // gate on, the retry of a request alone on its host, or one to a host not
 // proven down (see StormControl) with 16 failures in a row seen, and it
-// does not charge one into an outage not yet proven: failures among
+// does not charge one into an outage not yet proven, nor one of a request
+// alone on its host, which it never refuses: failures among
 // answers, or in a young outage, are noise that backoff handles, not a
 // storm, and a dead host elsewhere must not starve them. So it bounds the
 // retries of hosts that many requests fail on at once; a Transport that

@@ -193,13 +193,14 @@ func (st *stormState) budgetAllows(now time.Time) bool {
 // sent charges the budget for a retry of m's request sent at now, unless
 // it went into an outage not yet proven, where plain backoff would have
 // sent it too (charged, the retries of 200 goroutines through a 1 s blip
-// against a 200 ms server spent the budget, and 0.5% succeeded).
+// against a 200 ms server spent the budget, and 0.5% succeeded), or its
+// request is alone on its host (see host.budgetView).
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
 	if m.h != nil {
-		if young, _ := m.h.budgetView(now); young {
+		if charged, _ := m.h.budgetView(now); !charged {
 			return
 		}
 	}

@@ -903,15 +903,21 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 				}
 			})
 		}
-		// Another Transport on the same budget drains it meanwhile.
+		// Another Transport on the same budget drains it meanwhile: two
+		// requests retrying together (one alone on its host is not charged).
 		time.Sleep(600 * time.Millisecond)
 		other := &Transport{Storm: StormControl{Budget: budget}, Policy: Policy{MaxRetries: 20, BaseDelay: -1},
-			Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
-		resp, err := other.RoundTrip(httptest.NewRequest("GET", "http://elsewhere/", nil))
-		if err != nil {
-			t.Fatal(err)
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				time.Sleep(time.Millisecond)
+				return response(503, ""), nil
+			})}
+		for range 2 {
+			wg.Go(func() {
+				if resp, err := other.RoundTrip(httptest.NewRequest("GET", "http://elsewhere/", nil)); err == nil {
+					resp.Body.Close()
+				}
+			})
 		}
-		resp.Body.Close()
 		wg.Wait()
 		// The requests that failed once the budget was dry are refused
 		// before they wait; every one held before is let through, unless
@@ -1063,7 +1069,8 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 // TestBudgetSparesRetriesIntoAYoungOutage: in an outage younger than two
 // attempts' time, retries are sent as plain backoff's would be: the budget
 // neither refuses nor charges them. Into a proven outage it does both, and
-// it charges, without asking, a retry to a host that answers.
+// it charges, without asking, a retry to a host that answers. It neither
+// asks about nor charges the retries of a request alone on its host.
 func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	now := time.Now()
 	young, proven := now.Add(150*time.Millisecond), now.Add(250*time.Millisecond)
@@ -1095,7 +1102,7 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	}
 	done()
 	st := &stormState{budget: &Budget{Ratio: -1, Reserve: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	m, _ = failed(st, 1, false)
+	m, done = failed(st, 1, true)
 	st.sent(m, young)
 	st.sent(m, proven)
 	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
@@ -1104,6 +1111,11 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	m.h.silent = 0 // the host answers
 	if st.sent(m, proven); m.spent != 2 {
 		t.Errorf("%d retries charged; want the one to a host that answers charged too", m.spent)
+	}
+	done()
+	m, _ = failed(st, 2*downAfter, false)
+	if st.sent(m, proven); m.spent != 0 {
+		t.Errorf("%d retries charged of a request alone on its host; want none: the budget never refuses them", m.spent)
 	}
 }
 
