@@ -17,23 +17,25 @@ const (
 )
 
 // Budget bounds the wasted retries of all the requests that share it, as a
-// token bucket: each retry sent spends a token, given back when its
+// token bucket: each retry charged spends a token, given back when its
 // request ends in an answer (an outcome the classifier calls final), so
 // that only the retries of requests that fail in the end cost anything.
 // Tokens come at Ratio per request sent and Reserve per second, up to
 // Burst. A retry that finds less than one token is refused: its request
-// returns its last outcome at once, with StopBudget. A budget never
-// refuses a first attempt, the retry of a request that is the only one of
-// its Transport retrying (MaxRetries bounds that one), nor, with the host
-// gate on, the retry of a request alone on its host, or one to a host not
-// proven down (see StormControl) with 16 failures in a row seen, and it
-// does not charge one into an outage not yet proven, nor one of a request
-// alone on its host, which it never refuses: failures among
-// answers, or in a young outage, are noise that backoff handles, not a
-// storm, and a dead host elsewhere must not starve them. So it bounds the
-// retries of hosts that many requests fail on at once; a Transport that
-// calls many dead hosts one request at a time each is bounded by
-// MaxRetries, as without storm control.
+// returns its last outcome at once, with StopBudget.
+//
+// It is asked only about the retries of requests that fail together on a
+// host proven down (see StormControl): another request to the host is
+// retrying, and 16 of its attempts in a row have been seen to fail. A
+// retry to a host that answers is charged, never refused; one of a
+// request alone on its host, or into an outage not yet proven, is neither
+// charged nor refused, nor is a first attempt or the retry of a request
+// that is the only one of its Transport retrying. So it bounds, across
+// hosts, the retries into hosts that many requests fail on at once; a
+// dead host elsewhere does not starve a host that answers, and a
+// Transport that calls many dead hosts one request at a time each is
+// bounded by MaxRetries, as without storm control. With the host gate
+// off, every retry is charged and asked.
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its
