@@ -365,17 +365,18 @@ func (h *host) noteTook(took time.Duration) {
 
 // budgetView reports at now whether a retry into the host is charged to
 // the budget, and whether the budget is asked about it (see asksBudget).
-// It is not charged into a young outage (down, not yet proven), where
-// plain backoff would have sent it too, nor when its request is alone on
-// the host: the budget never refuses those, and charged, they ran it into
-// a debt that would refuse others for minutes (50 goroutines on dead
-// hosts of their own for 20 s: 5,104 tokens below empty).
+// A retry into a host that is down is charged only when the budget is
+// asked about it: charged but never refused, retries ran the budget into
+// a debt that refused every asked retry after, on any host, for minutes
+// (50 goroutines on dead hosts of their own for 20 s: 5,104 tokens below
+// empty; 100 dead hosts called two requests at a time: 1,470). A retry to
+// a host that answers is charged, never asked (see docs/storm-control.md),
+// unless its request is alone on the host.
 func (h *host) budgetView(now time.Time) (charged, asks bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	proven := h.provenDown(now)
-	young := h.silent >= downAfter && !proven
-	return !young && len(h.members) > 1, h.asksBudget(proven)
+	asks = h.asksBudget(h.provenDown(now))
+	return asks || h.silent < downAfter && len(h.members) > 1, asks
 }
 
 // asksBudget reports whether the budget is asked about retries into the

@@ -63,7 +63,8 @@ type StormControl struct {
 type StormState struct {
 	// BudgetTokens is the tokens the budget holds now, zero when it is
 	// off: below 1 it refuses retries, and it is negative while retries
-	// cleared before their waits have spent more than it held.
+	// charged without being asked, or cleared before their waits, have
+	// spent more than it held.
 	BudgetTokens float64
 	Hosts        int // hosts with requests retrying
 	Retrying     int // requests retrying

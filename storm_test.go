@@ -1070,7 +1070,8 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 // attempts' time, retries are sent as plain backoff's would be: the budget
 // neither refuses nor charges them. Into a proven outage it does both, and
 // it charges, without asking, a retry to a host that answers. It neither
-// asks about nor charges the retries of a request alone on its host.
+// asks about nor charges the retries of a request alone on its host, nor
+// charges one into a host down that it does not ask about.
 func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	now := time.Now()
 	young, proven := now.Add(150*time.Millisecond), now.Add(250*time.Millisecond)
@@ -1102,7 +1103,7 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	}
 	done()
 	st := &stormState{budget: &Budget{Ratio: -1, Reserve: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	m, done = failed(st, 1, true)
+	m, done = failed(st, downAfter-1, true)
 	st.sent(m, young)
 	st.sent(m, proven)
 	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
@@ -1113,9 +1114,14 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 		t.Errorf("%d retries charged; want the one to a host that answers charged too", m.spent)
 	}
 	done()
-	m, _ = failed(st, 2*downAfter, false)
+	m, done = failed(st, 2*downAfter, false)
 	if st.sent(m, proven); m.spent != 0 {
 		t.Errorf("%d retries charged of a request alone on its host; want none: the budget never refuses them", m.spent)
+	}
+	done()
+	m, _ = failed(st, 2, true) // a new state, proven by its age, three failures seen
+	if st.sent(m, proven); m.spent != 0 {
+		t.Errorf("%d retries charged into a host down that the budget is not asked about; want none", m.spent)
 	}
 }
 
