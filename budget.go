@@ -27,16 +27,16 @@ const (
 // It is asked only about the retries of requests that fail together on a
 // host proven down (see StormControl): another request to the host is
 // retrying, and 16 of its attempts in a row have been seen to fail; those
-// are charged. A retry to a host that answers is charged, never refused.
-// A retry into a host that is down but not asked about, such as one of a
-// request alone on its host, is neither charged nor refused, nor is a
-// first attempt or the retry of a request that is the only one of its
-// Transport retrying. So it bounds, across hosts, the retries into hosts
-// that many requests fail on at once, and a dead host elsewhere does not
-// starve a host that answers; a Transport that calls many dead hosts one
-// request at a time each is bounded by MaxRetries, as without storm
-// control. With the host gate off, it charges every retry and is asked
-// about every one but that of the only request of its Transport retrying.
+// are charged. A retry to a host that answers is charged and never refused.
+// Neither charged nor refused are the retries of a request alone on its
+// host, those into a host that is down but not asked about, first attempts,
+// and the retry of a request that is the only one of its Transport retrying.
+// So it bounds, across hosts, the retries into hosts that many requests fail
+// on at once, and a dead host elsewhere does not starve a host that answers;
+// a Transport that calls many dead hosts one request at a time each is
+// bounded by MaxRetries, as without storm control. With the host gate off,
+// it charges every retry and is asked about every one but that of the only
+// request of its Transport retrying.
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its
