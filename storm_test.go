@@ -1241,7 +1241,7 @@ func TestBudgetSparesALoneSequentialClient(t *testing.T) {
 						}
 					})
 				}
-				time.Sleep(time.Second)
+				time.Sleep(time.Second) // virtual: synctest's clock; the dead host drains the budget first
 				for time.Now().Before(end) {
 					call("lone")
 				}

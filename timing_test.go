@@ -287,6 +287,25 @@ func TestDecorrelatedJitterUsesThePreviousWait(t *testing.T) {
 	})
 }
 
+// cutByTheDeadline returns a Transport whose base answers 503 with body
+// after 50 ms of service time, unless the context ends first, and whose
+// retry, 240 ms later, a 300 ms deadline cuts off; OnGiveUp's events go
+// to gaveUp.
+func cutByTheDeadline(gaveUp *[]RetryEvent, body string) *Transport {
+	return &Transport{
+		Policy:   Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
+		OnGiveUp: func(e RetryEvent) { *gaveUp = append(*gaveUp, e) },
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			select {
+			case <-time.After(50 * time.Millisecond): // virtual: synctest's clock
+				return response(503, body), nil
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}),
+	}
+}
+
 // TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt: a retry sent just
 // before the deadline and cut off by it returns the response of the
 // attempt before it, not the context's error, and OnGiveUp hears of it:
@@ -295,18 +314,7 @@ func TestDecorrelatedJitterUsesThePreviousWait(t *testing.T) {
 func TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var gaveUp []RetryEvent
-		tr := &Transport{
-			Policy:   Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
-			OnGiveUp: func(e RetryEvent) { gaveUp = append(gaveUp, e) },
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				select { // 50 ms of service time, unless the context ends first
-				case <-time.After(50 * time.Millisecond):
-					return response(503, "busy"), nil
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				}
-			}),
-		}
+		tr := cutByTheDeadline(&gaveUp, "busy")
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -366,18 +374,7 @@ func TestWaitEndedByTheDeadlineReturnsTheLastResponse(t *testing.T) {
 func TestRetryCutByTheDeadlineAfterAResponseTooLongToKeep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var gaveUp []RetryEvent
-		tr := &Transport{
-			Policy:   Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
-			OnGiveUp: func(e RetryEvent) { gaveUp = append(gaveUp, e) },
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				select {
-				case <-time.After(50 * time.Millisecond):
-					return response(503, strings.Repeat("x", 100<<10)), nil
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				}
-			}),
-		}
+		tr := cutByTheDeadline(&gaveUp, strings.Repeat("x", 100<<10))
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://slow/", nil).WithContext(ctx))
