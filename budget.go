@@ -24,26 +24,19 @@ const (
 // Burst. A retry that finds less than one token is refused: its request
 // returns its last outcome at once, with StopBudget.
 //
-// It is asked only about the retries of requests that fail together on a
-// host proven down (see StormControl): another request to the host is
-// retrying, and 16 of its attempts in a row have been seen to fail; those
-// are charged. A retry to a host that answers is charged and never refused.
-// Neither charged nor refused are the retries of a request alone on its
-// host, those into a host that is down but not asked about, first attempts,
-// and the retry of a request that is the only one of its Transport retrying.
-// So it bounds, across hosts, the retries into hosts that many requests fail
-// on at once, and a dead host elsewhere does not starve a host that answers;
-// a Transport that calls many dead hosts one request at a time each is
-// bounded by MaxRetries, as without storm control. With the host gate off,
-// it charges every retry and is asked about every one but that of the only
-// request of its Transport retrying.
+// With the host gate on, it is asked only about the retries of requests
+// that fail together on a host proven down (another request to the host is
+// retrying, and 16 of its attempts in a row have been seen to fail), and
+// charges those and the retries to a host that answers. So it bounds,
+// across hosts, the retries into hosts that many requests fail on at once,
+// and never touches a request alone on its host (docs/storm-control.md
+// rule 7). With the host gate off, it charges every retry and is asked
+// about every one but that of the only request of its Transport retrying.
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its
 // fields must not change once it is in use, and it is safe for concurrent
-// use. A request sent while the bucket is full, which its tokens would
-// overflow, pays one atomic load for it; only while it is short is the
-// request counted, with one atomic add.
+// use. While the bucket is full a request sent costs one atomic load.
 type Budget struct {
 	// Ratio is the tokens added per request sent. Zero or NaN means
 	// DefaultBudgetRatio; negative means none.
@@ -64,9 +57,8 @@ type Budget struct {
 	counted int64     // requests already turned into tokens
 }
 
-// countRequest counts a request sent. While the bucket is full it skips the
-// atomic add, whose memory barrier cost the success path 4 ns of 30
-// (BenchmarkRoundTripSuccess/storm-on).
+// countRequest counts a request sent, only while the bucket is short: the
+// atomic add cost the success path 4 ns of 30 (BenchmarkRoundTripSuccess).
 func (b *Budget) countRequest() {
 	if b.short.Load() {
 		b.requests.Add(1)

@@ -50,8 +50,15 @@ type host struct {
 	mu         sync.Mutex
 	name       string
 	members    []*member     // the retrying requests, oldest first
-	silent     int           // attempts failed since the latest answer
+	silent     int           // attempts failed since the latest answer; starts at downAfter
+	run        int           // the same, starting at 0: failures seen
 	streak     int           // attempts answered since the latest failure
+	since      time.Time     // the first failure of the outage under way
+	proven     bool          // an outage of it has been proven (see provenDown)
+	took       time.Duration // how long its failed attempts take, on average
+	timed      bool          // took has been measured
+	answerTook time.Duration // how long its latest timed answer took
+	backAt     time.Time     // when it last answered after being down
 	lastFresh  time.Time     // the latest first attempt
 	gap        time.Duration // the usual time between first attempts
 	gaps       int           // samples in gap, up to gapWeight
@@ -59,84 +66,45 @@ type host struct {
 	credit     float64       // releases earned, not yet used
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
-	nextProbe  time.Time     // fresh requests stopped: the next probe goes no earlier
 	probing    *member       // the line's probe whose outcome is awaited
-	took       time.Duration // how long its failed attempts take, on average
-	timed      bool          // took has been measured
-	answerTook time.Duration // how long its latest timed answered attempt took
-	backAt     time.Time     // when it last answered after being down
-	since      time.Time     // the first failure of its outage under way
-	run        int           // failures since its latest answer (silent starts at downAfter; this at 0)
-	proven     bool          // an outage of it has been proven (see provenDown)
+	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
 	pace       time.Duration // the wait after the latest failed probe
 }
 
-// member is one retrying request of a host.
+// member is one retrying request of a host. Its life (drawn, own, step,
+// downStep, floor, hard, giveUp; see docs/storm-control.md rule 5) is
+// drawn at its first hold and written only by its request's goroutine,
+// as are askBudget and toldWait; the rest is shared under h.mu.
 type member struct {
 	h                 *host
+	wake              chan struct{} // nudged when it should look at the host again
+	policy            Policy        // its own, whose steps pace the line's probes
+	spent             int           // retries charged to the budget
 	toldWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
-	askBudget         bool          // its retry goes on its own into a host proven down: the budget is asked again
-	policy            Policy        // its own: after the line's k-th probe in a row fails, the next goes its k-th step (at its mean) later
-	wake              chan struct{} // nudged when it should look at the host again
-	spent             int           // retries charged to the budget
-	fromLine          bool          // its latest retry went from the line (released, probing, or at a step of its own): an answer to it earns its place back
-	// Its life (see stormState.hold), drawn at its first hold: when, the
-	// steps its own backoff would take from then, the next of them to
-	// come, the latest that found the host down (see stepCame), and the
-	// Retry-After wait it was drawn with. giveUp is when that backoff would
-	// send its last retry (see live). These, askBudget and toldWait are
-	// written only by its request's goroutine; waiting, released, last and
-	// downStep are read by others, under h.mu.
-	drawn    time.Time
-	own      ownSteps
-	step     int
-	downStep time.Time
-	floor    time.Duration
-	hard     time.Time // the deadline or MaxElapsed; zero when neither
-	giveUp   time.Time
-	last     bool // its retry held now is its last: kept for giveUp, never a probe
+	last              bool          // its retry held now is its last: never a probe
+	askBudget         bool          // its retry goes on its own into a host proven down
+	fromLine          bool          // its latest retry went from the line: an answer earns its place back
+
+	drawn    time.Time     // when its life was drawn
+	own      ownSteps      // the steps its own backoff takes from drawn
+	step     int           // the next of them to come
+	downStep time.Time     // the latest that found the host down
+	floor    time.Duration // the Retry-After wait it was drawn with
+	hard     time.Time     // the deadline or MaxElapsed; zero when neither
+	giveUp   time.Time     // when its own backoff sends its last retry
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 
-// outlived reports whether at now m's request has outlived the life its
-// own backoff gave it when it was first held (see stormState.hold).
+// outlived reports whether at now m's life is over.
 func (m *member) outlived(now time.Time) bool {
 	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
 }
 
-// stepCame reports whether one of the steps m's own backoff would take
-// before its last retry has come by now since it was last asked, each
-// after attempts that take h.took, and notes the latest of them when it
-// found the host down, as the host was until it came back (backAt), however
-// late m looks; nextStep is when the next step comes (zero: none but the
-// last). Steps are in time order, so the first to come is found by
-// bisection, however many there are. h.mu is held.
-func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
-	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, h.took)) }
-	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
-	if came = k > m.step; came {
-		if last := stepAt(k - 1); h.silent >= downAfter || last.Before(h.backAt) {
-			m.downStep = last
-		}
-	}
-	if m.step = k; k < m.own.count {
-		nextStep = stepAt(k)
-	}
-	return came, nextStep
-}
-
-// inGrace reports whether at now m's latest step into a host that was down
-// came no more than grace ago: news of the host's return within the time
-// an attempt takes is what an attempt sent at the step would have met.
-func (m *member) inGrace(now time.Time, grace time.Duration) bool {
-	return !m.downStep.IsZero() && !now.After(m.downStep.Add(grace))
-}
-
-// lifeLeft fits a wait of d at now into m's life: it ends no later than the
-// life does, when the last retry goes; over reports that the life is over.
+// lifeLeft fits a wait of d at now into m's life; over reports that the
+// life is over.
 func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
 	if m.giveUp.IsZero() {
 		return d, false
@@ -152,22 +120,32 @@ func (m *member) nudge() {
 	}
 }
 
+// stepCame reports whether a step of m's own backoff before its last has
+// come by now since it was last asked, and when the next comes (zero: none
+// but the last). It notes the latest step come as downStep when it found
+// the host down, or down until backAt, however late m looks. Steps are in
+// time order: the first to come is found by bisection. h.mu is held.
+func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
+	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, h.took)) }
+	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
+	if came = k > m.step; came {
+		if last := stepAt(k - 1); h.silent >= downAfter || last.Before(h.backAt) {
+			m.downStep = last
+		}
+	}
+	if m.step = k; k < m.own.count {
+		nextStep = stepAt(k)
+	}
+	return came, nextStep
+}
+
 func newHostSet(share float64) *hostSet { return &hostSet{share: share, m: map[string]*host{}} }
 
 // failed records f, a retryable failure of m's request to the named host,
 // m joining its retrying requests on the first.
 func (s *hostSet) failed(name string, m *member, f failure) {
 	if m.h == nil {
-		s.mu.Lock()
-		if m.h = s.m[name]; m.h == nil {
-			m.h = &host{name: name, share: s.share, cut: true, silent: downAfter, since: f.at}
-			s.m[name] = m.h
-			s.active.Add(1)
-		}
-		m.h.mu.Lock()
-		m.h.members = append(m.h.members, m)
-		m.h.mu.Unlock()
-		s.mu.Unlock()
+		s.join(name, m, f.at)
 	}
 	h := m.h
 	h.mu.Lock()
@@ -185,16 +163,30 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if f.first {
 		h.noteFresh(f.at)
 	}
-	if h.cut { // once per release, as TCP halves once per round trip: random failures do not starve the line
+	if h.cut { // halved once per release, as TCP once per round trip (rule 4)
 		h.share, h.cut = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
 	}
 	h.notBefore = laterOf(h.notBefore, f.notBefore)
 }
 
+// join adds m to the named host's retrying requests, creating its state,
+// down from the start so that a burst's first failures are held at once.
+func (s *hostSet) join(name string, m *member, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.h = s.m[name]; m.h == nil {
+		m.h = &host{name: name, share: s.share, cut: true, silent: downAfter, since: at}
+		s.m[name] = m.h
+		s.active.Add(1)
+	}
+	m.h.mu.Lock()
+	m.h.members = append(m.h.members, m)
+	m.h.mu.Unlock()
+}
+
 // answered records that the named host answered a request (m is nil when
-// it never failed) whose attempt went at sent (zero when not known): the
-// answer earns the line share of a release, and the share grows back. A
+// it never failed) whose attempt went at sent (zero when not known). A
 // host without state costs one atomic load.
 func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 	if (m == nil || m.h == nil) && s.active.Load() == 0 {
@@ -223,16 +215,21 @@ func (s *hostSet) answeredBy(name string, m *member, first bool, sent time.Time)
 }
 
 // answered records at now an answer to an attempt that took took (zero
-// when not timed).
+// when not timed): it earns the line share of a release, and the share,
+// up to full, grows back (rule 4).
 func (h *host) answered(now time.Time, m *member, first bool, full float64, took time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if took > 0 {
 		h.answerTook = took
 	}
-	if h.silent >= downAfter { // the host is back: every held retry looks whether a step of its own found it down
+	if h.silent >= downAfter { // back: every held retry looks whether a step of its found it down
 		h.backAt = now
-		h.nudgeWaiting()
+		for _, w := range h.members {
+			if w.waiting {
+				w.nudge()
+			}
+		}
 	}
 	h.silent, h.run, h.missed, h.pace, h.streak = 0, 0, 0, 0, h.streak+1
 	if first {
@@ -240,20 +237,21 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, took
 	}
 	h.heard(m, now, false)
 	if m != nil && m.fromLine && !h.flowing(now) {
-		h.credit += 2 // the line alone probes the host: it keeps its place
+		h.credit += 2 // the line alone probes the host: slow start
 	}
 	h.share = min(h.share+shareStep*full, full)
-	h.notBefore = time.Time{} // the host answers: a Retry-After told to one request no longer holds the others
+	h.notBefore = time.Time{} // a Retry-After told to one request no longer holds the others
 	h.credit += h.share
 	h.release(now)
 }
 
-// noteFresh records a first attempt at now. h.mu is held.
+// noteFresh records a first attempt at now; a pause after fresh requests
+// stopped is not a gap between them. h.mu is held.
 func (h *host) noteFresh(now time.Time) {
 	if !h.lastFresh.IsZero() {
 		gap := max(now.Sub(h.lastFresh), 0)
 		if h.gaps > 0 && !now.Before(h.flowEnd()) {
-			gap = h.gap // fresh requests had stopped: the pause is not a gap between them
+			gap = h.gap
 		}
 		h.gaps = min(h.gaps+1, gapWeight)
 		h.gap += (gap - h.gap) / time.Duration(h.gaps)
@@ -267,13 +265,10 @@ func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// heard records at now the outcome of m's attempt: when m was the line's
-// probe, the next goes a usual gap later, taking the fresh requests' place
-// at their pace (one client sending 700 requests/s peaked at 1.5-1.9x of
-// capacity when its line followed each answer at once, 1.2x so); after k
-// failures in a row, the prober's k-th backoff step (at its mean) later
-// when that is longer, so that the line backs off as one request would,
-// however many wait. h.mu is held.
+// heard records at now the outcome of m's attempt. When m was the line's
+// probe, the next goes a usual gap later, or, after k failures in a row,
+// the prober's k-th step at its mean when that is longer, so that the line
+// backs off as one request would (rule 3). h.mu is held.
 func (h *host) heard(m *member, now time.Time, failed bool) {
 	if m == nil || h.probing != m {
 		return
@@ -286,19 +281,19 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	h.nudgeFirst()
 }
 
-// live updates m's giveUp to the host's latest attempt time. h.mu is held.
+// live sets m's giveUp from the host's latest attempt time, early enough
+// for its last retry to fail before the deadline. h.mu is held.
 func (h *host) live(m *member) {
 	if !m.drawn.IsZero() {
 		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, h.took))
 	}
-	if !m.hard.IsZero() { // its last retry goes in time to fail before the deadline, as it would without a hold
+	if !m.hard.IsZero() {
 		m.giveUp = earlierOf(m.giveUp, m.hard.Add(-h.took))
 	}
 }
 
-// firstWaiting returns the oldest retry held in line that may probe, or
-// nil: a request's last retry waits for its life's end, not to probe.
-// h.mu is held.
+// firstWaiting returns the oldest retry held in line that may probe (not
+// a last retry, kept for its life's end), or nil. h.mu is held.
 func (h *host) firstWaiting() *member {
 	for _, m := range h.members {
 		if m.waiting && !m.last {
@@ -306,20 +301,6 @@ func (h *host) firstWaiting() *member {
 		}
 	}
 	return nil
-}
-
-// grace is the time an attempt to the host takes, answered or failed: news
-// that comes within it after a step is what the step's attempt would have
-// met. h.mu is held.
-func (h *host) grace() time.Duration { return max(h.took, h.answerTook) }
-
-// nudgeWaiting nudges every retry held in line. h.mu is held.
-func (h *host) nudgeWaiting() {
-	for _, m := range h.members {
-		if m.waiting {
-			m.nudge()
-		}
-	}
 }
 
 // nudgeFirst nudges the oldest retry held in line. h.mu is held.
@@ -353,8 +334,7 @@ func (h *host) attemptTime() time.Duration {
 	return h.took
 }
 
-// noteTook adds a failed attempt's time to the host's average (took).
-// h.mu is held.
+// noteTook adds a failed attempt's time to the host's average. h.mu is held.
 func (h *host) noteTook(took time.Duration) {
 	if !h.timed {
 		h.took, h.timed = took, true
@@ -364,14 +344,9 @@ func (h *host) noteTook(took time.Duration) {
 }
 
 // budgetView reports at now whether a retry into the host is charged to
-// the budget, and whether the budget is asked about it (see asksBudget).
-// A retry into a host that is down is charged only when the budget is
-// asked about it: charged but never refused, retries ran the budget into
-// a debt that refused every asked retry after, on any host, for minutes
-// (50 goroutines on dead hosts of their own for 20 s: 5,104 tokens below
-// empty; 100 dead hosts called two requests at a time: 1,470). A retry to
-// a host that answers is charged, never asked (see docs/storm-control.md),
-// unless its request is alone on the host.
+// the budget, and whether the budget is asked about it: asked as
+// asksBudget says, and charged when asked or when the host answers and
+// the request is not alone on it (docs/storm-control.md rule 7).
 func (h *host) budgetView(now time.Time) (charged, asks bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -380,25 +355,17 @@ func (h *host) budgetView(now time.Time) (charged, asks bool) {
 }
 
 // asksBudget reports whether the budget is asked about retries into the
-// host, proven down or not (proven): only while another request to it is
-// retrying too, since storm control stays out of the way of a request
-// alone on its host, and once downAfter of its attempts in a row have
-// been seen to fail. A state starts down, so that a burst's first
-// failures are held at once; counted as failures seen, that start made
-// the budget, drained by a dead host elsewhere, refuse 36 retries in 5 s
-// of a goroutine calling a host that answered each call's third attempt
-// (TestBudgetSparesALoneSequentialClient). So a Transport calling many
-// dead hosts one request at a time each is bounded by MaxRetries alone,
-// as without storm control. h.mu is held.
+// host, proven down or not: only while another request to it is retrying
+// and downAfter attempts in a row have been seen to fail, not counting the
+// down start of a new state. h.mu is held.
 func (h *host) asksBudget(proven bool) bool {
 	return proven && h.run >= downAfter && len(h.members) > 1
 }
 
 // ask decides, once m's retry has waited its own backoff, whether it is
-// held: only on evidence (see StormControl). last reports that the retry
-// is its request's last, and p is the request's Policy. A request that was
-// held before and goes on its own into a host proven down has its retry
-// asked of the budget (see asksBudget).
+// held: only with another request to the host retrying, and the host
+// proven down or a Retry-After told (rule 1). last reports that the retry
+// is its request's last; p is the request's Policy.
 func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -406,25 +373,17 @@ func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 	down := h.provenDown(now)
 	if len(h.members) == 1 || !down && !m.toldWait {
 		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
-		return false // alone, or the host answers: its own backoff, exactly
+		return false
 	}
 	m.waiting, m.askBudget = true, false
 	return true
 }
 
-// provenDown reports whether at now the host is down and proven so. An
-// outage is proven once an attempt has been timed and the outage, counted
-// from its first failure, is at least provenAfter times as old as failed
-// attempts take on average: an outage that has lasted D is as likely as
-// not to last D more, so before that a retry still has fair odds of
-// finding the host back by the time it is answered. Once an outage of 16
-// failures or more is proven, the host's state stays proven, and any
-// later outage of it, such as the host shedding after its return, holds
-// at once: counted anew, a shared client's retries went into the
-// shedding host unheld (real runs: peak after 6.8-7.9x of capacity in 3
-// of 6, 3.4-4.6x before), and late failures of hung attempts could
-// unprove an outage under way. Two failures that create the state, which
-// starts down, prove nothing for later. h.mu is held.
+// provenDown reports whether at now the host is down and proven so: an
+// attempt has been timed and the outage is provenAfter attempts' time old.
+// Once an outage of downAfter failures is proven the state stays proven,
+// so that a later outage, such as the host shedding after its return,
+// holds at once (rule 1). h.mu is held.
 func (h *host) provenDown(now time.Time) bool {
 	if h.silent < downAfter {
 		return false
@@ -434,13 +393,50 @@ func (h *host) provenDown(now time.Time) bool {
 	return h.proven || old
 }
 
-// poll looks at the host for the held m at now: send reports that it may
-// go; otherwise it looks again when nudged or at wake (zero: only when
-// nudged).
+// poll decides whether the held m goes at now: released by the line's
+// credit; at a step of its own backoff when the host answers (rule 5); at
+// its life's end whatever the host's state; or as the line's probe, the
+// oldest held, once fresh requests have stopped, no other probe is out and
+// the pace allows (rule 3). Otherwise it says when to look again (zero:
+// when nudged).
 func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.next(m, now)
+	h.live(m)
+	h.release(now)
+	if !m.hard.IsZero() && !now.Before(m.hard) {
+		return false, time.Time{} // the hold ends at the deadline
+	}
+	down, flowing := h.provenDown(now), h.flowing(now)
+	stepCame, nextStep := h.stepCame(m, now)
+	// A step that found the host down goes once it answers within an
+	// attempt's time; a life drawn with a Retry-After keeps to the line.
+	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took, h.answerTook)))
+	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
+	answers := back && !now.Before(h.notBefore) && m.floor == 0
+	switch {
+	case m.released:
+		m.released, m.askBudget, m.fromLine = false, false, true
+		return true, time.Time{}
+	case answers, m.outlived(now):
+		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
+		h.nudgeFirst()
+		return true, time.Time{}
+	}
+	wake = earlierOf(nextStep, m.giveUp)
+	switch {
+	case now.Before(h.notBefore):
+		return false, earlierOf(h.notBefore, wake)
+	case flowing:
+		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
+	case h.probing != nil, m != h.firstWaiting():
+		return false, wake
+	case now.Before(h.nextProbe):
+		return false, earlierOf(h.nextProbe, wake)
+	}
+	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
+	h.probing = m
+	return true, time.Time{}
 }
 
 // refused puts back in line the held m, whose retry the budget refused as
@@ -452,52 +448,6 @@ func (h *host) refused(m *member, now time.Time) {
 	if h.probing == m {
 		h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace, m.policy.Delay(1, 0, 0.5)))
 	}
-}
-
-// next decides whether the held m goes at now: released by the line's
-// credit; at a step of its own backoff, when the host answers then; as its
-// own backoff's last retry, its life over, whatever the host's state; or
-// as the line's probe, the oldest held, once fresh requests have stopped,
-// no other probe is out and the pace allows. Otherwise it says when to
-// look again (zero: when nudged). h.mu is held.
-func (h *host) next(m *member, now time.Time) (send bool, wake time.Time) {
-	h.live(m)
-	h.release(now)
-	if !m.hard.IsZero() && !now.Before(m.hard) {
-		return false, time.Time{} // the deadline or MaxElapsed has come: the hold ends there
-	}
-	down, flowing := h.provenDown(now), h.flowing(now)
-	stepCame, nextStep := h.stepCame(m, now)
-	// At its step the retry goes while the host is up; a step that found
-	// the host down goes once the host answers within an attempt's time. A
-	// life drawn with a Retry-After keeps to the line: the date is a herd
-	// the server set, which its own steps would all meet (peak after the
-	// storm simulator's Retry-After herd 1.50x of capacity, 3.16x so).
-	back := stepCame && h.streak >= upAfter || h.streak > 0 && m.inGrace(now, h.grace())
-	answers := back && !now.Before(h.notBefore) && m.floor == 0
-	switch {
-	case m.released:
-		m.released, m.askBudget, m.fromLine = false, false, true
-		return true, time.Time{}
-	case answers, m.outlived(now): // when its own backoff would send it: the host answers, or it is the last
-		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-		h.nudgeFirst()
-		return true, time.Time{}
-	}
-	wake = earlierOf(nextStep, m.giveUp)
-	switch {
-	case now.Before(h.notBefore):
-		return false, earlierOf(h.notBefore, wake)
-	case flowing:
-		return false, earlierOf(h.flowEnd(), wake) // fresh requests keep coming: they probe for the line
-	case h.probing != nil, m != h.firstWaiting():
-		return false, wake
-	case now.Before(h.nextProbe):
-		return false, earlierOf(h.nextProbe, wake)
-	}
-	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-	h.probing = m
-	return true, time.Time{}
 }
 
 // abandon takes the held m out of line: its hold ran out or was cancelled.

@@ -27,7 +27,9 @@ type retrier struct {
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
 	st := t.storm()
-	st.countRequest()
+	if st.budget != nil {
+		st.budget.countRequest()
+	}
 	if t.MaxElapsed > 0 || st.timing() {
 		now := time.Now()
 		return retrier{t: t, req: req, st: st, start: now, sent: now}

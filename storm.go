@@ -44,11 +44,8 @@ type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
 	// NoHostGate turns the host gate off: every retry waits its own
-	// backoff and no longer. The budget, if left on, then bounds retries
-	// alone, and a burst of requests failing together spends it at once:
-	// 200 goroutines through a 1 s blip succeed 0.5% of the time with the
-	// budget alone, 97.5% with both parts off, 99.5% with both on
-	// (bench/RESULTS.md).
+	// backoff and no longer. The budget alone is spent at once by a burst
+	// failing together (bench/RESULTS.md: 0.5% of a blip's burst rescued).
 	NoHostGate bool
 	// Budget is a budget to share with other Transports; nil means one of
 	// this Transport's own with the default numbers.
@@ -124,16 +121,7 @@ func (t *Transport) buildStorm() *stormState {
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
-// countRequest records a request sent.
-func (st *stormState) countRequest() {
-	if st.budget != nil {
-		st.budget.countRequest()
-	}
-}
-
-// answered records that host answered attempt first or a retry of m's
-// request (m is nil when it never failed), sent at sent (zero when not
-// known).
+// answered records that host answered m's request (see hostSet.answered).
 func (st *stormState) answered(host string, m *member, first bool, sent time.Time) {
 	if st.hosts != nil {
 		st.hosts.answered(host, m, first, sent)
@@ -161,18 +149,16 @@ func (st *stormState) failed(host string, m *member, f failure) *member {
 	return m
 }
 
-// timing reports whether a host of the Transport has requests retrying:
-// then a request's attempts are timed, as a held request's life, and
-// whether its host is proven down, count how long they take to fail.
+// timing reports whether a host has requests retrying: then attempts are
+// timed, since a held request's life and proof of an outage count how long
+// they take to fail.
 func (st *stormState) timing() bool {
 	return st.hosts != nil && st.hosts.active.Load() > 0
 }
 
-// allows reports whether the budget lets m's retry wait for its turn at
-// now. A request to a host not seen proven down is not asked (see
-// host.asksBudget): its failures are noise, for its own backoff. Nor is a
-// held one, whose retries into a host proven down are asked about as they
-// go (see recheckBudget).
+// allows reports whether the budget lets m's retry start its wait at now:
+// asked only as host.asksBudget says, and never for a request held before,
+// whose retries are asked about as they go (see recheckBudget).
 func (st *stormState) allows(m *member, now time.Time) bool {
 	if m.h != nil && !m.drawn.IsZero() {
 		return true
@@ -185,17 +171,14 @@ func (st *stormState) allows(m *member, now time.Time) bool {
 	return st.budgetAllows(now)
 }
 
-// budgetAllows reports whether the budget has a retry left at now. A
-// request retrying alone on its Transport cannot make a storm.
+// budgetAllows reports whether the budget has a retry left at now; the
+// only request of its Transport retrying is not asked.
 func (st *stormState) budgetAllows(now time.Time) bool {
 	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.allows(now)
 }
 
-// sent charges the budget for a retry of m's request sent at now, unless
-// it went into an outage not yet proven, where plain backoff would have
-// sent it too (charged, the retries of 200 goroutines through a 1 s blip
-// against a 200 ms server spent the budget, and 0.5% succeeded), or its
-// request is alone on its host (see host.budgetView).
+// sent charges the budget for a retry of m's request sent at now, as
+// host.budgetView says.
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
@@ -224,17 +207,12 @@ func (st *stormState) end(m *member, answered bool) {
 	}
 }
 
-// holdLimits bound a hold (see StormControl): the deadline or MaxElapsed
-// (hard; zero when neither), the steps left to the request's own backoff,
-// drawn as it would wait them after attempts that take took (rest; nil
-// when none is left, so that the retry is its last), the
-// latest Retry-After's wait (floor), and its Policy, whose steps pace the
-// line's probes (policy).
+// holdLimits bound a hold (see StormControl).
 type holdLimits struct {
-	hard   time.Time
-	rest   func(took time.Duration) ownSteps
-	floor  time.Duration
-	policy Policy
+	hard   time.Time                         // the deadline or MaxElapsed; zero when neither
+	rest   func(took time.Duration) ownSteps // the own backoff's steps left; nil for a last retry
+	floor  time.Duration                     // the latest Retry-After's wait
+	policy Policy                            // the request's, whose steps pace the line's probes
 }
 
 // capped returns t, or the hard limit when that comes first.
@@ -245,16 +223,15 @@ func (l holdLimits) capped(t time.Time) time.Time {
 	return t
 }
 
-// hold is called once m's retry has waited its own backoff. It returns
-// StopNone when the retry may be sent now, after a hold when held;
+// hold is called once m's retry has waited its own backoff, and holds it
+// as StormControl says. It returns StopNone when the retry may go now;
 // StopHostGate when the hold reached the deadline or MaxElapsed;
-// StopBudget when the request's last retry would go into a host proven
-// down and the budget has no token left, and StopCanceled when ctx was
-// cancelled. A held retry costs a timer, not a goroutine.
+// StopBudget when the budget refused a retry going on its own into a host
+// proven down; StopCanceled when ctx was cancelled. A held retry costs a
+// timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
-	// A retry with none of its own backoff left, such as a request's last
-	// or any of a Policy without waits, is held only by a life already
-	// drawn: then it is the life's last retry, and goes at its end.
+	// A retry with none of its own backoff left is held only by a life
+	// already drawn, to its end.
 	if st.hosts == nil || lim.rest == nil && m.drawn.IsZero() {
 		return false, StopNone
 	}
@@ -300,11 +277,9 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	}
 }
 
-// recheckBudget asks the budget again about a retry that goes on its own
-// into a host proven down (the line's probe, or a held request's last
-// retry): the token it was cleared with, before its wait, may have been
-// spent by the probes before it. A retry released to a host that answers
-// again is not asked.
+// recheckBudget asks the budget about a held request's retry that goes on
+// its own into a host proven down (the line's probe, or its last retry),
+// never about one released to a host that answers.
 func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 	if m.askBudget && !st.budgetAllows(now) {
 		return StopBudget
@@ -312,8 +287,8 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 	return StopNone
 }
 
-// drawLife draws the life m's own backoff gives it (see StormControl), or
-// draws it again for a longer Retry-After, keeping the later of the two.
+// drawLife draws the life m's own backoff gives it, or draws it again for a
+// longer Retry-After, keeping the later of the two (rule 5).
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	took := m.h.attemptTime()
 	own, now := lim.rest(took), time.Now()
