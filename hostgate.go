@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,73 +69,6 @@ type host struct {
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
 	pace       time.Duration // the wait after the latest failed probe
-}
-
-// member is one retrying request of a host. Its life (drawn, own, step,
-// downStep, floor, hard, giveUp; see docs/storm-control.md rule 5) is
-// drawn at its first hold and written only by its request's goroutine,
-// as are askBudget and toldWait; the rest is shared under h.mu.
-type member struct {
-	h                 *host
-	wake              chan struct{} // nudged when it should look at the host again
-	policy            Policy        // its own, whose steps pace the line's probes
-	spent             int           // retries charged to the budget
-	toldWait          bool          // its latest failure came with a Retry-After
-	waiting, released bool          // held in line; let go by the line's credit
-	last              bool          // its retry held now is its last: never a probe
-	askBudget         bool          // its retry goes on its own into a host proven down
-	fromLine          bool          // its latest retry went from the line: an answer earns its place back
-
-	drawn    time.Time     // when its life was drawn
-	own      ownSteps      // the steps its own backoff takes from drawn
-	step     int           // the next of them to come
-	downStep time.Time     // the latest that found the host down
-	floor    time.Duration // the Retry-After wait it was drawn with
-	hard     time.Time     // the deadline or MaxElapsed; zero when neither
-	giveUp   time.Time     // when its own backoff sends its last retry
-}
-
-func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
-
-// outlived reports whether at now m's life is over.
-func (m *member) outlived(now time.Time) bool {
-	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
-}
-
-// lifeLeft fits a wait of d at now into m's life; over reports that the
-// life is over.
-func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
-	if m.giveUp.IsZero() {
-		return d, false
-	}
-	return min(d, m.giveUp.Sub(now)), m.outlived(now)
-}
-
-// nudge wakes m without blocking; one pending nudge is enough.
-func (m *member) nudge() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
-
-// stepCame reports whether a step of m's own backoff before its last has
-// come by now since it was last asked, and when the next comes (zero: none
-// but the last). It notes the latest step come as downStep when it found
-// the host down, or down until backAt, however late m looks. Steps are in
-// time order: the first to come is found by bisection. h.mu is held.
-func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
-	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, h.took)) }
-	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
-	if came = k > m.step; came {
-		if last := stepAt(k - 1); h.silent >= downAfter || last.Before(h.backAt) {
-			m.downStep = last
-		}
-	}
-	if m.step = k; k < m.own.count {
-		nextStep = stepAt(k)
-	}
-	return came, nextStep
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share, m: map[string]*host{}} }
@@ -265,68 +197,6 @@ func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// heard records at now the outcome of m's attempt. When m was the line's
-// probe, the next goes a usual gap later, or, after k failures in a row,
-// the prober's k-th step at its mean when that is longer, so that the line
-// backs off as one request would (rule 3). h.mu is held.
-func (h *host) heard(m *member, now time.Time, failed bool) {
-	if m == nil || h.probing != m {
-		return
-	}
-	if failed {
-		h.missed++
-		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
-	}
-	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
-	h.nudgeFirst()
-}
-
-// live sets m's giveUp from the host's latest attempt time, early enough
-// for its last retry to fail before the deadline. h.mu is held.
-func (h *host) live(m *member) {
-	if !m.drawn.IsZero() {
-		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, h.took))
-	}
-	if !m.hard.IsZero() {
-		m.giveUp = earlierOf(m.giveUp, m.hard.Add(-h.took))
-	}
-}
-
-// firstWaiting returns the oldest retry held in line that may probe (not
-// a last retry, kept for its life's end), or nil. h.mu is held.
-func (h *host) firstWaiting() *member {
-	for _, m := range h.members {
-		if m.waiting && !m.last {
-			return m
-		}
-	}
-	return nil
-}
-
-// nudgeFirst nudges the oldest retry held in line. h.mu is held.
-func (h *host) nudgeFirst() {
-	if m := h.firstWaiting(); m != nil {
-		m.nudge()
-	}
-}
-
-// release lets the oldest held retries go, one per unit of credit; credit
-// is not saved up while nobody waits. h.mu is held.
-func (h *host) release(now time.Time) {
-	freed := false
-	for i := 0; i < len(h.members) && h.credit >= 1 && !now.Before(h.notBefore); i++ {
-		if m := h.members[i]; m.waiting {
-			h.credit--
-			m.waiting, m.released, h.cut, freed = false, true, true, true
-			m.nudge()
-		}
-	}
-	h.credit = min(h.credit, 1)
-	if freed {
-		h.nudgeFirst() // a new oldest in line may probe
-	}
-}
-
 // attemptTime returns how long the host's failed attempts take.
 func (h *host) attemptTime() time.Duration {
 	h.mu.Lock()
@@ -362,23 +232,6 @@ func (h *host) asksBudget(proven bool) bool {
 	return proven && h.run >= downAfter && len(h.members) > 1
 }
 
-// ask decides, once m's retry has waited its own backoff, whether it is
-// held: only with another request to the host retrying, and the host
-// proven down or a Retry-After told (rule 1). last reports that the retry
-// is its request's last; p is the request's Policy.
-func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	m.last, m.policy = last, p
-	down := h.provenDown(now)
-	if len(h.members) == 1 || !down && !m.toldWait {
-		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
-		return false
-	}
-	m.waiting, m.askBudget = true, false
-	return true
-}
-
 // provenDown reports whether at now the host is down and proven so: an
 // attempt has been timed and the outage is provenAfter attempts' time old.
 // Once an outage of downAfter failures is proven the state stays proven,
@@ -391,76 +244,6 @@ func (h *host) provenDown(now time.Time) bool {
 	old := h.timed && now.Sub(h.since) >= provenAfter*h.took
 	h.proven = h.proven || old && h.run >= downAfter
 	return h.proven || old
-}
-
-// poll decides whether the held m goes at now: released by the line's
-// credit; at a step of its own backoff when the host answers (rule 5); at
-// its life's end whatever the host's state; or as the line's probe, the
-// oldest held, once fresh requests have stopped, no other probe is out and
-// the pace allows (rule 3). Otherwise it says when to look again (zero:
-// when nudged).
-func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.live(m)
-	h.release(now)
-	if !m.hard.IsZero() && !now.Before(m.hard) {
-		return false, time.Time{} // the hold ends at the deadline
-	}
-	down, flowing := h.provenDown(now), h.flowing(now)
-	stepCame, nextStep := h.stepCame(m, now)
-	// A step that found the host down goes once it answers within an
-	// attempt's time; a life drawn with a Retry-After keeps to the line.
-	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took, h.answerTook)))
-	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
-	answers := back && !now.Before(h.notBefore) && m.floor == 0
-	switch {
-	case m.released:
-		m.released, m.askBudget, m.fromLine = false, false, true
-		return true, time.Time{}
-	case answers, m.outlived(now):
-		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-		h.nudgeFirst()
-		return true, time.Time{}
-	}
-	wake = earlierOf(nextStep, m.giveUp)
-	switch {
-	case now.Before(h.notBefore):
-		return false, earlierOf(h.notBefore, wake)
-	case flowing:
-		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
-	case h.probing != nil, m != h.firstWaiting():
-		return false, wake
-	case now.Before(h.nextProbe):
-		return false, earlierOf(h.nextProbe, wake)
-	}
-	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-	h.probing = m
-	return true, time.Time{}
-}
-
-// refused puts back in line the held m, whose retry the budget refused as
-// the line's probe; the next probe goes a pace later.
-func (h *host) refused(m *member, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	m.waiting, m.fromLine = true, false
-	if h.probing == m {
-		h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace, m.policy.Delay(1, 0, 0.5)))
-	}
-}
-
-// abandon takes the held m out of line: its hold ran out or was cancelled.
-// A release it did not use goes to the next in line.
-func (h *host) abandon(m *member, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if m.released {
-		h.credit++
-	}
-	m.waiting, m.released = false, false
-	h.release(now)
-	h.nudgeFirst()
 }
 
 // leave ends m's membership: its request is over. When it was the line's
