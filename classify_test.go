@@ -187,6 +187,8 @@ func TestErrorIsATimeoutWhenItsCauseIs(t *testing.T) {
 		{"a dial timeout", &net.OpError{Op: "dial", Err: timeoutErr{}}, true},
 		{"a cancellation", context.Canceled, false},
 		{"a reset", syscall.ECONNRESET, false},
+		{"a reset, then the deadline", fmt.Errorf("%w: %w", syscall.ECONNRESET, context.DeadlineExceeded), true},
+		{"a reset, then a cancellation", fmt.Errorf("%w: %w", syscall.ECONNRESET, context.Canceled), false},
 	} {
 		err := &url.Error{Op: "Get", URL: "http://x/", Err: &Error{Attempts: 1, Reason: StopCanceled, Err: tc.cause}}
 		if got := os.IsTimeout(err); got != tc.want {

@@ -3,6 +3,7 @@ package httpretry
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ErrAttemptTimeout is the cause of an attempt cut short by
@@ -109,7 +110,8 @@ type Error struct {
 	// Reason is why no further attempt was made.
 	Reason StopReason
 	// Err is the last attempt's error, or the context's error when a wait
-	// was cancelled.
+	// was cancelled. When the context's deadline ended the request after a
+	// transport error, Err wraps both, so that errors.Is finds each.
 	Err error
 }
 
@@ -129,7 +131,20 @@ func (e *Error) Unwrap() error { return e.Err }
 // Timeout reports whether the cause is a timeout: a deadline, Client.Timeout
 // or AttemptTimeout. *url.Error, which http.Client wraps around it, asks
 // only its direct cause, so without it os.IsTimeout would miss them.
-func (e *Error) Timeout() bool {
-	var t interface{ Timeout() bool }
-	return errors.As(e.Err, &t) && t.Timeout()
+func (e *Error) Timeout() bool { return timedOut(e.Err) }
+
+// timedOut reports whether err, or an error it wraps on any branch, is a
+// timeout: a cause that joins a transport error and the deadline that
+// ended the request is one, whichever comes first.
+func timedOut(err error) bool {
+	if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return timedOut(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(u.Unwrap(), timedOut)
+	}
+	return false
 }

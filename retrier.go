@@ -252,6 +252,8 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 	switch {
 	case stop == StopCanceled:
 		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
+	case l.err != nil && ctx.Err() != nil: // the context ended the request: its error too
+		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: %w", l.err, ctx.Err())}
 	case l.err != nil:
 		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
 	case !l.kept && ctx.Err() != nil: // the context ended the request: its error too

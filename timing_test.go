@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -328,6 +331,36 @@ func TestRetryCutByTheDeadlineReturnsTheResponseBeforeIt(t *testing.T) {
 		}
 		if len(gaveUp) != 1 || gaveUp[0].Stop != StopDeadline || gaveUp[0].Attempt != 2 || gaveUp[0].Response != resp {
 			t.Errorf("OnGiveUp %+v; want one event, StopDeadline, for attempt 2, with the response returned", gaveUp)
+		}
+	})
+}
+
+// TestRetryCutByTheDeadlineAfterATransportError: a retry the deadline cuts
+// off after a transport error returns an *Error that wraps both that error
+// and the deadline, so that errors.Is finds each and os.IsTimeout reports
+// the timeout, as a plain http.Transport's deadline error does.
+func TestRetryCutByTheDeadlineAfterATransportError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{
+			Policy: Policy{BaseDelay: 240 * time.Millisecond, Jitter: JitterNone},
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				select {
+				case <-time.After(50 * time.Millisecond): // virtual: synctest's clock
+					return nil, syscall.ECONNRESET
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}),
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://slow/", nil).WithContext(ctx))
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != StopDeadline || e.Attempts != 2 {
+			t.Fatalf("got %v, want an *Error with StopDeadline after 2 attempts", err)
+		}
+		if !errors.Is(err, syscall.ECONNRESET) || !errors.Is(err, context.DeadlineExceeded) || !os.IsTimeout(&url.Error{Err: err}) {
+			t.Errorf("%v: want it to wrap the reset and the deadline, and to be a timeout", err)
 		}
 	})
 }
