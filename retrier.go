@@ -246,23 +246,38 @@ type lastOutcome struct {
 }
 
 // outcome returns the kept outcome of attempt n, which stop ended: the
-// response with its body in memory, or an *Error. A cancelled wait
-// returns the context's error.
+// response with its body in memory, or an *Error, which wraps the
+// context's error too when the context ended the request. A cancelled
+// wait returns the context's error.
 func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http.Response, error) {
+	ended := endedBy(ctx)
 	switch {
 	case stop == StopCanceled:
 		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
-	case l.err != nil && ctx.Err() != nil: // the context ended the request: its error too
-		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: %w", l.err, ctx.Err())}
+	case l.err != nil && ended != nil:
+		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: %w", l.err, ended)}
 	case l.err != nil:
 		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
-	case !l.kept && ctx.Err() != nil: // the context ended the request: its error too
-		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d: %w", errLastNotKept, l.resp.StatusCode, ctx.Err())}
+	case !l.kept && ended != nil:
+		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d: %w", errLastNotKept, l.resp.StatusCode, ended)}
 	case !l.kept:
 		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)}
 	}
 	l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
 	return l.resp, nil
+}
+
+// endedBy returns the error of a context that has ended, or nil. A
+// deadline reached counts as ended before the context's own timer says so:
+// a hold that ends at the deadline races that timer.
+func endedBy(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // errLastNotKept is the cause given for a last response that could not be

@@ -365,6 +365,29 @@ func TestRetryCutByTheDeadlineAfterATransportError(t *testing.T) {
 	})
 }
 
+// reachedDeadline is a context whose deadline has come while its own
+// timer has not fired yet, as at a hold that ends at the deadline.
+type reachedDeadline struct{ context.Context }
+
+func (reachedDeadline) Deadline() (time.Time, bool) { return time.Now(), true }
+
+// TestOutcomeAtTheDeadlineWrapsItWhateverTheTimersOrder: the outcome a
+// hold returns at the deadline wraps the deadline's error whether or not
+// the context's timer has fired yet.
+func TestOutcomeAtTheDeadlineWrapsItWhateverTheTimersOrder(t *testing.T) {
+	ctx := reachedDeadline{context.Background()}
+	big := lastOutcome{resp: response(503, "")}
+	for _, last := range []lastOutcome{{err: syscall.ECONNRESET, kept: true}, big} {
+		_, err := last.outcome(3, StopHostGate, ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%+v: got %v, want it to wrap the deadline", last, err)
+		}
+	}
+	if _, err := big.outcome(3, StopHostGate, context.Background()); errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("without a deadline: got %v, want no deadline wrapped", err)
+	}
+}
+
 // hiddenDeadline hides its deadline from Deadline, as a deadline the
 // Transport's check misses by a hair does: the context still ends with
 // DeadlineExceeded.
