@@ -160,7 +160,7 @@ func (st *stormState) timing() bool {
 // asked only as host.asksBudget says, and never for a request held before,
 // whose retries are asked about as they go (see recheckBudget).
 func (st *stormState) allows(m *member, now time.Time) bool {
-	if m.h != nil && !m.drawn.IsZero() {
+	if !m.drawn.IsZero() { // held before: a life is drawn only on a host
 		return true
 	}
 	if m.h != nil {
@@ -215,14 +215,6 @@ type holdLimits struct {
 	policy Policy                            // the request's, whose steps pace the line's probes
 }
 
-// capped returns t, or the hard limit when that comes first.
-func (l holdLimits) capped(t time.Time) time.Time {
-	if !l.hard.IsZero() && l.hard.Before(t) {
-		return l.hard
-	}
-	return t
-}
-
 // hold is called once m's retry has waited its own backoff, and holds it
 // as StormControl says. It returns StopNone when the retry may go now;
 // StopHostGate when the hold reached the deadline or MaxElapsed;
@@ -255,7 +247,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 			m.h.refused(m, now) // the line's probe waits for a token, in line
 			continue
 		}
-		end := lim.capped(m.giveUp)
+		end := m.giveUp // before the deadline or MaxElapsed (see host.live)
 		if !now.Before(end) {
 			m.h.abandon(m, now)
 			return true, StopHostGate
