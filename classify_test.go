@@ -171,6 +171,12 @@ func TestStopReasonString(t *testing.T) {
 	}
 }
 
+// notTimeout wraps an error and says it is not a timeout.
+type notTimeout struct{ error }
+
+func (notTimeout) Timeout() bool   { return false }
+func (e notTimeout) Unwrap() error { return e.error }
+
 // TestErrorIsATimeoutWhenItsCauseIs: http.Client wraps the Transport's
 // error in a *url.Error, whose Timeout asks only its direct cause, so
 // os.IsTimeout sees a deadline, Client.Timeout or AttemptTimeout only when
@@ -189,11 +195,17 @@ func TestErrorIsATimeoutWhenItsCauseIs(t *testing.T) {
 		{"a reset", syscall.ECONNRESET, false},
 		{"a reset, then the deadline", fmt.Errorf("%w: %w", syscall.ECONNRESET, context.DeadlineExceeded), true},
 		{"a reset, then a cancellation", fmt.Errorf("%w: %w", syscall.ECONNRESET, context.Canceled), false},
+		{"a wrapper that says no, around a deadline", notTimeout{context.DeadlineExceeded}, false},
 	} {
 		err := &url.Error{Op: "Get", URL: "http://x/", Err: &Error{Attempts: 1, Reason: StopCanceled, Err: tc.cause}}
 		if got := os.IsTimeout(err); got != tc.want {
 			t.Errorf("%s: os.IsTimeout %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	var ne net.Error
+	deadlineCut := &Error{Reason: StopDeadline, Err: fmt.Errorf("%w: %w", syscall.ECONNRESET, context.DeadlineExceeded)}
+	if !errors.As(fmt.Errorf("get: %w", deadlineCut), &ne) || !ne.Timeout() {
+		t.Error("errors.As to net.Error does not reach *Error's Timeout")
 	}
 	if !os.IsTimeout(ErrAttemptTimeout) || !errors.Is(fmt.Errorf("x: %w", ErrAttemptTimeout), ErrAttemptTimeout) {
 		t.Error("ErrAttemptTimeout is not a timeout, or errors.Is does not find it")

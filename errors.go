@@ -110,8 +110,9 @@ type Error struct {
 	// Reason is why no further attempt was made.
 	Reason StopReason
 	// Err is the last attempt's error, or the context's error when a wait
-	// was cancelled. When the context's deadline ended the request after a
-	// transport error, Err wraps both, so that errors.Is finds each.
+	// was cancelled. When the context ended the request (its deadline cut
+	// off a wait, a retry or a hold) after a transport error, Err wraps
+	// both, so that errors.Is finds each.
 	Err error
 }
 
@@ -133,18 +134,28 @@ func (e *Error) Unwrap() error { return e.Err }
 // only its direct cause, so without it os.IsTimeout would miss them.
 func (e *Error) Timeout() bool { return timedOut(e.Err) }
 
-// timedOut reports whether err, or an error it wraps on any branch, is a
-// timeout: a cause that joins a transport error and the deadline that
-// ended the request is one, whichever comes first.
+// Temporary reports false. It makes *Error a net.Error, so that
+// errors.As(err, &netErr) stops at it and its Timeout speaks for the
+// whole cause.
+func (e *Error) Temporary() bool { return false }
+
+// timedOut reports whether err is a timeout: on each branch of the errors
+// it wraps, the first that says whether it is one decides, and a cause
+// that joins a transport error and the deadline that ended the request is
+// one.
 func timedOut(err error) bool {
-	if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return timedOut(u.Unwrap())
-	case interface{ Unwrap() []error }:
-		return slices.ContainsFunc(u.Unwrap(), timedOut)
+	for err != nil {
+		if t, ok := err.(interface{ Timeout() bool }); ok {
+			return t.Timeout()
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			return slices.ContainsFunc(u.Unwrap(), timedOut)
+		default:
+			return false
+		}
 	}
 	return false
 }

@@ -45,9 +45,11 @@ const DefaultMaxRetryAfter = time.Minute
 //     at once; a retry, or a wait, that the deadline cuts off returns the
 //     outcome of the attempt before it (a response whose body was over 64
 //     KiB, or still arriving after 100 ms, is not kept for that: an *Error
-//     that names its status and wraps the deadline's error comes instead;
-//     an error before it comes wrapped with the deadline's). Cancelling the context ends a wait at once with an *Error wrapping
-//     the context's error.
+//     that names its status and wraps the deadline's error comes instead,
+//     and a transport error before it comes wrapped with the deadline's
+//     error). Cancelling the context ends a wait at once with an *Error
+//     wrapping the context's error. A wait not started for the deadline
+//     returns the last error as it is: the deadline has not come yet.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
