@@ -44,7 +44,8 @@ const (
 	StopRetryAfter
 	// StopDeadline: the next wait would end after the context's deadline,
 	// or the deadline cut off a wait or a retry: the outcome of the
-	// attempt before it is returned.
+	// attempt before it is returned. Only in the second case, the deadline
+	// having come, does an *Error wrap context.DeadlineExceeded.
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
