@@ -59,12 +59,14 @@ const (
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// unreadable body).
 	StopInvalid
-	// StopBudget: the retry budget (Transport.Budget) had no retry left.
+	// StopBudget: the retry budget (StormControl.Budget, set through
+	// Transport.Storm) had no retry left.
 	StopBudget
 	// StopHostGate: storm control held the request's retries (see
 	// StormControl) until the limit of its hold: the deadline, MaxElapsed,
 	// or the end of the life its own backoff gave it, its last retry sent
-	// then failing too.
+	// then failing too. A life that the deadline or MaxElapsed cut short
+	// ends with StopDeadline or StopMaxElapsed, as its own backoff would.
 	StopHostGate
 	// StopBodyTooLarge: the request body was longer than MaxBufferedBody
 	// and had no GetBody, so it was sent once, streamed, and cannot be

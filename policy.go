@@ -176,6 +176,7 @@ type ownSteps struct {
 	count int
 	cum   []time.Duration
 	tail  time.Duration
+	cut   bool // they end where a wait would end past within, not at the last retry
 }
 
 // at returns when retry k of the steps (1 to count) would go, counted from
@@ -217,7 +218,7 @@ func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within,
 			if d+took <= 0 || d+took < d { // no time at all, or past any deadline
 				return s
 			}
-			s.tail = d
+			s.tail, s.cut = d, int(left/(d+took)) < p.retries()-k+1
 			s.count += min(p.retries()-k+1, int(left/(d+took)))
 			return s
 		}
@@ -226,6 +227,7 @@ func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within,
 			d = max(d, spreadUp(floor, u()))
 		}
 		if d >= left-took || d+took < d {
+			s.cut = true
 			return s
 		}
 		sum, prev, s.count = sum+d, d, s.count+1

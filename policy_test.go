@@ -144,8 +144,20 @@ func TestPolicyRest(t *testing.T) {
 		t.Errorf("rest that would overflow: %v, want it saturated", got)
 	}
 	// A deadline 500 ms away: the waits of 100 and 200 ms fit, 400 does not.
-	if s := p.rest(1, 0, 0, half, 500*time.Millisecond, 0); waits(s) != 300*time.Millisecond || s.count != 2 {
-		t.Errorf("rest within 500ms: %v in %d waits, want 300ms in 2, the last retry a deadline lets start", waits(s), s.count)
+	if s := p.rest(1, 0, 0, half, 500*time.Millisecond, 0); waits(s) != 300*time.Millisecond || s.count != 2 || !s.cut {
+		t.Errorf("rest within 500ms: %v in %d waits, cut %v; want 300ms in 2, the last retry a deadline lets start, cut by it", waits(s), s.count, s.cut)
+	}
+	if s := p.rest(1, 0, 0, half, 800*time.Millisecond, 0); s.count != 3 || s.cut {
+		t.Errorf("rest within 800ms: %d waits, cut %v; want all 3, not cut", s.count, s.cut)
+	}
+	// Past 64 steps at their mean: 1 ms waits, 100 of them fit in 100 ms
+	// but not the other 900.
+	many := Policy{MaxRetries: 1000, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: JitterNone}
+	if s := many.rest(1, 0, 0, half, 100*time.Millisecond, 0); s.count >= 999 || !s.cut {
+		t.Errorf("1000 retries within 100ms: %d steps, cut %v; want fewer than 999, cut", s.count, s.cut)
+	}
+	if s := many.rest(1, 0, 0, half, time.Hour, 0); s.count != 999 || s.cut {
+		t.Errorf("1000 retries within an hour: %d steps, cut %v; want 999, not cut", s.count, s.cut)
 	}
 	// Attempts of 100 ms count too: 100+100 and 200+100 ms fit in 500, but
 	// not without the first attempt's 100 ms, so one wait fits in 400.

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,7 +74,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	left, over := r.m.lifeLeft(now, wait)
 	if over { // its life's last retry has gone (see stormState.hold)
-		return 0, StopHostGate
+		return 0, r.lifeOver()
 	}
 	if !hasFloor { // a Retry-After is waited whole; a longer one lengthens the life at the hold
 		wait = left
@@ -83,6 +84,16 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	r.prev, r.floor = wait, floor
 	return wait, StopNone
+}
+
+// lifeOver says why a held request whose life is over stops: the
+// deadline or MaxElapsed when they cut its life short, as they would have
+// stopped its own backoff, and the host gate otherwise.
+func (r *retrier) lifeOver() StopReason {
+	if r.m.own.cut {
+		return cmp.Or(r.pastLimits(r.m.hard), StopHostGate)
+	}
+	return StopHostGate
 }
 
 // cutShort says why a wait of d from now is not started: it would end past
@@ -198,7 +209,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 // the context's error, and reported to OnGiveUp as the retry's, ev being
 // the event of the attempt before it.
 func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev RetryEvent, last lastOutcome) (*http.Response, error) {
-	if n == 1 || !errors.Is(r.req.Context().Err(), context.DeadlineExceeded) {
+	if n == 1 || !errors.Is(endedBy(r.req.Context()), context.DeadlineExceeded) {
 		return r.end(a.finish(resp, err, n, StopCanceled))
 	}
 	a.release()

@@ -221,7 +221,9 @@ func TestRetryAfterAboveTheRetryHorizonIsHonoured(t *testing.T) {
 // TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse: with a 300 ms
 // deadline and a host that always answers 503, every request, alone or
 // among twenty, returns its last 503 with a nil error, never later than
-// its deadline, and OnRetry is called only for retries that were sent.
+// its deadline, with StopDeadline as without storm control (a held
+// request's life, cut short by the deadline, ends as its own backoff would
+// have), and OnRetry is called only for retries that were sent.
 func TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse(t *testing.T) {
 	for _, n := range []int{1, 20} {
 		t.Run(fmt.Sprintf("%d requests", n), func(t *testing.T) {
@@ -260,7 +262,9 @@ func TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse(t *testing.T) {
 				if int(sent.Load()) != n+int(retried.Load()) || int(gaveUp.Load()) != n {
 					t.Errorf("%d attempts for %d requests, %d OnRetry, %d OnGiveUp: every OnRetry must be a retry sent, every request one OnGiveUp", sent.Load(), n, retried.Load(), gaveUp.Load())
 				}
-				t.Logf("stops: %v", stops)
+				if stops[StopDeadline] != n { // as without storm control: the deadline, not a hold, ends them
+					t.Errorf("stops %v, want all %d StopDeadline", stops, n)
+				}
 			})
 		})
 	}

@@ -388,6 +388,21 @@ func TestOutcomeAtTheDeadlineWrapsItWhateverTheTimersOrder(t *testing.T) {
 	}
 }
 
+// TestAttemptCutAtTheDeadlineIsCanceledWhateverTheTimersOrder:
+// http.Client's Timeout cancels an attempt at the deadline, and the
+// context's own timer may fire a moment later; the attempt is still one
+// the deadline cut (StopCanceled on a first attempt), not an outcome the
+// classifier calls final.
+func TestAttemptCutAtTheDeadlineIsCanceledWhateverTheTimersOrder(t *testing.T) {
+	canceled := errors.New("net/http: request canceled")
+	tr := &Transport{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, canceled })}
+	_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil).WithContext(reachedDeadline{context.Background()}))
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopCanceled || !errors.Is(err, canceled) {
+		t.Errorf("got %v, want StopCanceled with the attempt's error", err)
+	}
+}
+
 // hiddenDeadline hides its deadline from Deadline, as a deadline the
 // Transport's check misses by a hair does: the context still ends with
 // DeadlineExceeded.

@@ -205,8 +205,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		// Decide. A response that is not retried is returned whether or not
 		// the caller has given up meanwhile, so the context is looked at
-		// only before an error or a retry: the success path skips it.
-		if err != nil && req.Context().Err() != nil {
+		// only before an error or a retry: the success path skips it. A
+		// deadline reached counts before the context's timer fires, as
+		// http.Client's Timeout cancels the attempt first.
+		if err != nil && endedBy(req.Context()) != nil {
 			return r.cut(a, resp, err, n, ev, last)
 		}
 		retry, reason := t.classify(req, resp, err)
