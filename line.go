@@ -30,6 +30,7 @@ type member struct {
 	floor    time.Duration // the Retry-After wait it was drawn with
 	hard     time.Time     // the deadline or MaxElapsed; zero when neither
 	giveUp   time.Time     // when its own backoff sends its last retry
+	atHard   bool          // giveUp is set by the deadline or MaxElapsed, not its steps
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
@@ -97,8 +98,9 @@ func (h *host) live(m *member) {
 	if !m.drawn.IsZero() {
 		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, h.took))
 	}
-	if !m.hard.IsZero() {
-		m.giveUp = earlierOf(m.giveUp, m.hard.Add(-h.took))
+	m.atHard = false
+	if e := m.hard.Add(-h.took); !m.hard.IsZero() && (m.giveUp.IsZero() || !m.giveUp.Before(e)) {
+		m.giveUp, m.atHard = e, true
 	}
 }
 

@@ -216,10 +216,12 @@ func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within,
 		if k-n > 64 { // the steps are at the cap by now: the rest at its mean
 			d := max(p.Delay(k, prev, 0.5), spreadUp(floor, 0.5))
 			if d+took <= 0 || d+took < d { // no time at all, or past any deadline
+				s.cut = d+took < d
 				return s
 			}
-			s.tail, s.cut = d, int(left/(d+took)) < p.retries()-k+1
-			s.count += min(p.retries()-k+1, int(left/(d+took)))
+			fit, steps := left/(d+took), time.Duration(p.retries()-k+1)
+			s.tail, s.cut = d, fit < steps
+			s.count += int(min(fit, steps))
 			return s
 		}
 		d := p.Delay(k, prev, u())

@@ -90,7 +90,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 // deadline or MaxElapsed when they cut its life short, as they would have
 // stopped its own backoff, and the host gate otherwise.
 func (r *retrier) lifeOver() StopReason {
-	if r.m.own.cut {
+	if r.m.own.cut || r.m.atHard {
 		return cmp.Or(r.pastLimits(r.m.hard), StopHostGate)
 	}
 	return StopHostGate
@@ -203,13 +203,18 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	return last
 }
 
-// cut ends the request whose attempt n the caller's context ended. When the
-// deadline cut a retry, the attempt before it had an outcome of its own:
-// that one is returned, from memory (see lastOutcome.outcome), rather than
-// the context's error, and reported to OnGiveUp as the retry's, ev being
-// the event of the attempt before it.
+// cut ends the request whose attempt n failed once the caller's context had
+// ended (or its deadline had come): the error is taken for the context's
+// doing. When the deadline cut a retry, the attempt before it had an
+// outcome of its own: that one is returned, from memory (see
+// lastOutcome.outcome), rather than the context's error, and reported to
+// OnGiveUp as the retry's, ev being the event of the attempt before it.
 func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev RetryEvent, last lastOutcome) (*http.Response, error) {
-	if n == 1 || !errors.Is(endedBy(r.req.Context()), context.DeadlineExceeded) {
+	ended := endedBy(r.req.Context())
+	if n == 1 || !errors.Is(ended, context.DeadlineExceeded) {
+		if ended != nil && !errors.Is(err, ended) { // cancelled through Request.Cancel, as http.Client's Timeout does
+			err = fmt.Errorf("%w: %w", err, ended)
+		}
 		return r.end(a.finish(resp, err, n, StopCanceled))
 	}
 	a.release()

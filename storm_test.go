@@ -270,6 +270,51 @@ func TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse(t *testing.T) {
 	}
 }
 
+// TestLifeEndedByTheDeadlineAsFailuresSlowStopsWithStopDeadline: a held
+// request's life ends early enough for its last retry to fail before the
+// deadline; when the host's failures slow down after the life was drawn,
+// that margin, not the life's own steps, can end it, and the request stops
+// with StopDeadline, as all of them do with storm control off.
+func TestLifeEndedByTheDeadlineAsFailuresSlowStopsWithStopDeadline(t *testing.T) {
+	for _, c := range []StormControl{{}, stormOff} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var mu sync.Mutex
+			stops := map[StopReason]int{}
+			tr := &Transport{
+				Storm:  c,
+				Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, Jitter: JitterNone},
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if time.Since(start) > 250*time.Millisecond { // its failures slow from here on
+						select {
+						case <-time.After(190 * time.Millisecond): // virtual: synctest's clock
+						case <-r.Context().Done():
+							return nil, r.Context().Err()
+						}
+					}
+					return response(503, "down"), nil
+				}),
+				OnGiveUp: func(e RetryEvent) { mu.Lock(); stops[e.Stop]++; mu.Unlock() },
+			}
+			var wg sync.WaitGroup
+			for i := range 40 {
+				wg.Go(func() {
+					time.Sleep(time.Duration(i) * 5 * time.Millisecond) // virtual: synctest's clock
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://slowing/", nil).WithContext(ctx)); err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			if stops[StopDeadline] != 40 {
+				t.Errorf("%+v: stops %v, want all 40 StopDeadline", c, stops)
+			}
+		})
+	}
+}
+
 // TestHeldRetryReturnsItsTransportErrorAtTheDeadline: a held retry whose
 // last attempt failed with an error and whose hold the deadline ends
 // returns an *Error naming the host gate that wraps both the cause and the

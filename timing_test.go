@@ -398,8 +398,8 @@ func TestAttemptCutAtTheDeadlineIsCanceledWhateverTheTimersOrder(t *testing.T) {
 	tr := &Transport{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, canceled })}
 	_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil).WithContext(reachedDeadline{context.Background()}))
 	var e *Error
-	if !errors.As(err, &e) || e.Reason != StopCanceled || !errors.Is(err, canceled) {
-		t.Errorf("got %v, want StopCanceled with the attempt's error", err)
+	if !errors.As(err, &e) || e.Reason != StopCanceled || !errors.Is(err, canceled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want StopCanceled with the attempt's error and the deadline", err)
 	}
 }
 
