@@ -196,6 +196,8 @@ func TestErrorIsATimeoutWhenItsCauseIs(t *testing.T) {
 		{"a reset, then the deadline", fmt.Errorf("%w: %w", syscall.ECONNRESET, context.DeadlineExceeded), true},
 		{"a reset, then a cancellation", fmt.Errorf("%w: %w", syscall.ECONNRESET, context.Canceled), false},
 		{"a wrapper that says no, around a deadline", notTimeout{context.DeadlineExceeded}, false},
+		{"a wrapper around nothing", notTimeout{}, false},
+		{"a wrapper that says nothing, around nothing", fmt.Errorf("cause: %w", error(nil)), false},
 	} {
 		err := &url.Error{Op: "Get", URL: "http://x/", Err: &Error{Attempts: 1, Reason: StopCanceled, Err: tc.cause}}
 		if got := os.IsTimeout(err); got != tc.want {
@@ -204,8 +206,8 @@ func TestErrorIsATimeoutWhenItsCauseIs(t *testing.T) {
 	}
 	var ne net.Error
 	deadlineCut := &Error{Reason: StopDeadline, Err: fmt.Errorf("%w: %w", syscall.ECONNRESET, context.DeadlineExceeded)}
-	if !errors.As(fmt.Errorf("get: %w", deadlineCut), &ne) || !ne.Timeout() {
-		t.Error("errors.As to net.Error does not reach *Error's Timeout")
+	if !errors.As(fmt.Errorf("get: %w", deadlineCut), &ne) || !ne.Timeout() || deadlineCut.Temporary() {
+		t.Error("errors.As to net.Error does not reach *Error's Timeout, or it says temporary")
 	}
 	if !os.IsTimeout(ErrAttemptTimeout) || !errors.Is(fmt.Errorf("x: %w", ErrAttemptTimeout), ErrAttemptTimeout) {
 		t.Error("ErrAttemptTimeout is not a timeout, or errors.Is does not find it")
