@@ -511,6 +511,7 @@ func TestOnRetryWaitsAddUp(t *testing.T) {
 // its last request ends no more than half a second after off's, and it
 // sends fewer attempts.
 func TestBurstAfterABlip(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	const seeds = 8
 	var okOn, okOff float64
 	for seed := uint64(1); seed <= seeds; seed++ {
@@ -542,6 +543,7 @@ func TestBurstAfterABlip(t *testing.T) {
 // later (a tenth of a second of slack with 500 ms, where off's is 2.01 s
 // and storm control's the same).
 func TestBurstAgainstASlowServer(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, tc := range []struct {
 		latency               time.Duration
 		medianRatio, lastLate float64 // bounds: median ÷ off's, last − off's in seconds
@@ -607,6 +609,7 @@ func TestSlowFailuresLengthenAHeldRequestsLife(t *testing.T) {
 // over several seeds, storm control rescues at least as many (within a
 // request or two) as storm control off.
 func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	fleetPolicy := defaultFleet().policy
 	slowFleet := defaultFleet()
 	slowFleet.latency = 500 * time.Millisecond
@@ -643,6 +646,7 @@ func TestOrdinaryClientsAreNoWorseOff(t *testing.T) {
 		{"the fleet's outage, 500 ms answers", slowFleet, 3, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			var okOn, okOff, n int
 			for seed := range tc.seeds {
 				tc.sc.seed = seed + 1
@@ -718,6 +722,7 @@ func TestRetryAfterToSomeHoldsNoOneOnceTheHostAnswers(t *testing.T) {
 // budget; it does not refuse the flaky host's (when it did, its calls
 // succeeded 826 times of 900 over three seeds, off 886).
 func TestBudgetSparesAHostThatAnswers(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	var refused, deadRefused, calls int
 	for seed := uint64(1); seed <= 3; seed++ {
 		synctest.Test(t, func(t *testing.T) {
@@ -785,6 +790,7 @@ func meanLatency(res fleetResult) float64 {
 // against a host failing a share of attempts at random are no less
 // successful with storm control, nor much slower.
 func TestRandomFailuresWithClosedLoopWorkers(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, sc := range []fleetScenario{
 		{workers: 20, failRate: 0.3, duration: 3 * time.Second, latency: time.Millisecond, policy: Policy{BaseDelay: 10 * time.Millisecond}, seed: 1},
 		{workers: 8, failRate: 0.6, duration: 5 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: Policy{BaseDelay: 10 * time.Millisecond}, seed: 1},
@@ -809,6 +815,7 @@ func TestRandomFailuresWithClosedLoopWorkers(t *testing.T) {
 // bounds the load while the host is down and keeps the return within its
 // capacity.
 func TestFleetOutage(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	sc := defaultFleet()
 	var on, off fleetMetrics
 	on = runFleet(t, sc, StormControl{}).metrics()
@@ -826,6 +833,7 @@ func TestFleetOutage(t *testing.T) {
 // outage ends sends no retry before that date, and returns at the pace the
 // host answers instead of all at once.
 func TestRetryAfterHerd(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	sc := defaultFleet()
 	sc.retryAfter = true
 	var on, off fleetResult
@@ -1046,6 +1054,7 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 // own into a host that is down while another request to it retries, its
 // retry is asked as any other. Alone on the host, it is not asked.
 func TestHeldRequestOnADeadHostStillAsksTheBudget(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	st := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	st.retrying.Store(2) // another request of the Transport retries
 	other := st.failed("down", nil, failure{first: true, at: time.Now(), sent: time.Now()})
