@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +76,9 @@ type replayBuffer struct {
 // GetBody nor a known length above limit, reads up to limit bytes of it.
 // A body over limit is kept as its read prefix followed by the unread rest,
 // to be sent once, byte for byte. On a read error the caller's body is
-// closed and the error returned.
+// closed and an *Error returned (StopInvalid). The read ends when the
+// request's context does, by closing the body as net/http does to a body
+// it is sending (StopCanceled, the *Error wrapping the context's error).
 func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
@@ -85,10 +88,19 @@ func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 	case limit < 0 || req.ContentLength > limit:
 		return requestBody{kind: bodyOnce, once: req.Body}, nil
 	}
+	ctx := req.Context()
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { req.Body.Close() })
+	}
 	chunks, size, err := readChunks(req.Body, limit, req.ContentLength)
+	if !stop() { // the context ended: the body is closed, whatever was read
+		err = fmt.Errorf("httpretry: reading request body: %w", ctx.Err())
+		return requestBody{}, &Error{Reason: StopCanceled, Err: err}
+	}
 	if err != nil {
 		req.Body.Close()
-		return requestBody{}, fmt.Errorf("httpretry: reading request body: %w", err)
+		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("httpretry: reading request body: %w", err)}
 	}
 	if size > limit {
 		prefix := &chunkReader{chunks: chunks}
@@ -164,10 +176,12 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
 		}
 		out.Body = body
 	case bodyBuffered:
-		if b.buffer.size == 0 {
+		if b.buffer.size == 0 && out.ContentLength <= 0 {
 			out.Body, out.GetBody = http.NoBody, nil
 			return nil
 		}
+		// An empty body under a declared length is sent as it is, so that
+		// Base reports the mismatch as it would without retries.
 		out.Body, _ = b.buffer.newReader()
 		out.GetBody = b.buffer.newReader
 		if out.ContentLength <= 0 {
@@ -261,6 +275,9 @@ func drainKeeping(resp *http.Response) ([]byte, bool) {
 	}
 	body := resp.Body
 	defer body.Close()
+	if body == http.NoBody { // a HEAD's: its ContentLength is the GET's
+		return nil, true
+	}
 	if resp.ContentLength > drainLimit {
 		return nil, false
 	}

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -375,4 +378,85 @@ func TestDrainKeeping(t *testing.T) {
 	if _, ok := drainKeeping(&http.Response{}); ok {
 		t.Errorf("no body, nothing kept")
 	}
+}
+
+// TestBufferingEndsWithTheContext: a body without GetBody is read before
+// the first attempt; a writer that stalls must not hold RoundTrip past the
+// request's context. The read ends by closing the body, its one close.
+func TestBufferingEndsWithTheContext(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(context.Context) (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, 200*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(200*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				go pw.Write([]byte("hello")) // then stalls, never closing
+				ctx, cancel := tc.end(context.Background())
+				defer cancel()
+				req := httptest.NewRequest("PUT", "http://x/", pr).WithContext(ctx)
+				base := newScripted(status(200))
+				start := time.Now()
+				resp, err := (&Transport{Base: base}).RoundTrip(req)
+				var e *Error
+				require.ErrorAs(t, err, &e)
+				assert.Nil(t, resp)
+				assert.Equal(t, StopCanceled, e.Reason)
+				assert.Equal(t, 0, e.Attempts)
+				assert.ErrorIs(t, err, tc.want)
+				assert.Equal(t, 200*time.Millisecond, time.Since(start), "returned when the context ended")
+				assert.Equal(t, 0, base.calls())
+				_, werr := pw.Write([]byte("late"))
+				assert.ErrorIs(t, werr, io.ErrClosedPipe, "the body was closed, so its writer is let go")
+			})
+		})
+	}
+}
+
+// TestEmptyBodyUnderADeclaredLengthIsNotSentAsEmpty: a buffered body that
+// turns out empty while ContentLength says 5 is a truncated upload; sent
+// as NoBody it would become an empty PUT. Base sees the mismatch instead,
+// and fails the request as it would without retries.
+func TestEmptyBodyUnderADeclaredLengthIsNotSentAsEmpty(t *testing.T) {
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
+	defer srv.Close()
+	for _, rt := range []http.RoundTripper{srv.Client().Transport, &Transport{Base: srv.Client().Transport}} {
+		req, _ := http.NewRequest("PUT", srv.URL, io.NopCloser(strings.NewReader("")))
+		req.ContentLength = 5
+		resp, err := rt.RoundTrip(req)
+		assert.Nil(t, resp)
+		if assert.Error(t, err) {
+			assert.Contains(t, err.Error(), "ContentLength=5 with Body length 0")
+		}
+	}
+	assert.Equal(t, int32(0), got.Load(), "no request reached the server")
+}
+
+// TestHeadResponseIsKeptForItsRetry: a HEAD's Content-Length is the GET's,
+// and its body is empty: a 503 to a HEAD whose retry the deadline cuts off
+// is returned, not an *Error saying its body was too long to keep.
+func TestHeadResponseIsKeptForItsRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		head503 := func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, ContentLength: 100_000, Request: r}, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		tr := &Transport{Base: newScripted(head503, hang), Policy: Policy{BaseDelay: 100 * time.Millisecond, Jitter: JitterNone}}
+		resp, err := tr.RoundTrip(httptest.NewRequest("HEAD", "http://x/", nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, http.NoBody, resp.Body)
+	})
 }

@@ -125,6 +125,11 @@ func (r *retrier) pastLimits(end time.Time) StopReason {
 // the retry will not be sent.
 func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
+	// The drain since plan may have taken up to drainTimeout: a wait that
+	// would now end past the deadline or MaxElapsed is still not started.
+	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
+		return 0, 0, stop
+	}
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
 		// the drain and the timers taking their time: the deadline, not
@@ -279,7 +284,10 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 	case !l.kept:
 		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)}
 	}
-	l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
+	l.resp.Body = http.NoBody // a HEAD's, or an empty body
+	if len(l.body) > 0 {
+		l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
+	}
 	return l.resp, nil
 }
 

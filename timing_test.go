@@ -207,6 +207,36 @@ func TestMaxElapsedBoundsTheLoop(t *testing.T) {
 	})
 }
 
+// TestMaxElapsedCountsTheDrain: the wait before a retry is planned, then
+// the failed response's body is drained (up to 100 ms) before the wait
+// starts. A wait that the drain pushed past MaxElapsed is not started.
+func TestMaxElapsedCountsTheDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow503 := func(r *http.Request) (*http.Response, error) {
+			pr, pw := io.Pipe()
+			go func() {
+				time.Sleep(90 * time.Millisecond)
+				pw.Write([]byte("x"))
+				pw.Close()
+			}()
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: pr, ContentLength: -1, Request: r}, nil
+		}
+		base := newClocked(slow503)
+		var stop StopReason
+		tr := &Transport{Base: base, MaxElapsed: 300 * time.Millisecond, Policy: Policy{BaseDelay: 250 * time.Millisecond, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+		start := time.Now()
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		assert.Equal(t, "x", string(b), "the 503 comes back, its body kept")
+		// 250 ms from 0 ends before 300 ms; from 90 ms, after
+		assert.Equal(t, []time.Duration{0}, base.at)
+		assert.Equal(t, StopMaxElapsed, stop)
+		assert.Equal(t, 90*time.Millisecond, time.Since(start))
+	})
+}
+
 // hang blocks an attempt until its context ends.
 func hang(r *http.Request) (*http.Response, error) {
 	<-r.Context().Done()

@@ -35,10 +35,11 @@ const DefaultMaxRetryAfter = time.Minute
 //     HTTP/2 REFUSED_STREAM).
 //  5. Bodies are rewound with Request.GetBody when it is set. Otherwise a
 //     body of up to MaxBufferedBody bytes is read once into an immutable
-//     buffer and each attempt reads its own reader over it (its clone also
-//     gets a GetBody, so Base can replay it too). A larger body is sent once,
-//     complete and unchanged, and that request is not retried
-//     (StopBodyTooLarge).
+//     buffer, and each attempt reads its own reader over it (its clone
+//     also gets a GetBody, so Base can replay it too); the context's end
+//     interrupts that read by closing the body (StopCanceled). A larger
+//     body is sent once, complete and unchanged, and that request is not
+//     retried (StopBodyTooLarge).
 //  6. Between attempts it waits per Policy, or the request's own (see
 //     WithPolicy). A wait that would end at or after the context's deadline
 //     (or MaxElapsed) is not started: the last response or error returns
@@ -68,7 +69,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     its own backoff, and a held request still sends its last retry when
 //     its own backoff would. A refused retry returns the last outcome at
 //     once (StopBudget); a hold that reaches the deadline returns it then
-//     (StopHostGate).
+//     (StopHostGate). After a hold, as after a wait the deadline cut, a
+//     response that could not be kept comes as an *Error (rule 6).
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
@@ -104,7 +106,9 @@ type Transport struct {
 
 	// MaxBufferedBody is the largest request body without GetBody kept in
 	// memory for replays. Such a body is read before the first attempt is
-	// sent, up to this many bytes: a longer body is then streamed once and
+	// sent, up to this many bytes or until the request's context ends (the
+	// body is then closed, and RoundTrip returns an *Error with
+	// StopCanceled): a longer body is then streamed once and
 	// its request is not retried (StopBodyTooLarge). Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
 	// requests without a body or with GetBody are retried: set it for
@@ -183,7 +187,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	body, err := prepareBody(req, t.bodyLimit())
 	if err != nil {
-		return nil, &Error{Reason: StopInvalid, Err: err}
+		return nil, err
 	}
 	r := t.newRetrier(req)
 	var ev RetryEvent    // the failed attempt being retried
