@@ -22,7 +22,8 @@ const (
 // that only the retries of requests that fail in the end cost anything.
 // Tokens come at Ratio per request sent and Reserve per second, up to
 // Burst. A retry that finds less than one token is refused: its request
-// returns its last outcome at once, with StopBudget.
+// returns its last outcome at once, with StopBudget (after a hold, a last
+// response that could not be kept in memory comes as an *Error, see Error).
 //
 // With the host gate on, it is asked only about the retries of requests
 // that fail together on a host proven down (another request to the host is

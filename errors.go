@@ -50,8 +50,8 @@ const (
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
 	// StopCanceled: the request's context was cancelled, or its deadline
-	// passed during the first attempt (during a later one or a wait it is
-	// StopDeadline, during a hold StopHostGate).
+	// passed while its body was read or during the first attempt (during
+	// a later one or a wait it is StopDeadline, during a hold StopHostGate).
 	StopCanceled
 	// StopRewind: the request body could not be produced again
 	// (Request.GetBody failed).
@@ -68,9 +68,10 @@ const (
 	// then failing too. A life that the deadline or MaxElapsed cut short
 	// ends with StopDeadline or StopMaxElapsed, as its own backoff would.
 	StopHostGate
-	// StopBodyTooLarge: the request body was longer than MaxBufferedBody
-	// and had no GetBody, so it was sent once, streamed, and cannot be
-	// sent again (set Request.GetBody, or raise MaxBufferedBody).
+	// StopBodyTooLarge: the request body had no GetBody and was not
+	// buffered (it was longer than MaxBufferedBody, or MaxBufferedBody is
+	// negative), so it was sent once, streamed, and cannot be sent again
+	// (set Request.GetBody, or raise MaxBufferedBody).
 	StopBodyTooLarge
 )
 
@@ -80,14 +81,14 @@ var stopNames = [...]string{
 	StopNotReplayable: "not replayable",
 	StopExhausted:     "retries exhausted",
 	StopRetryAfter:    "Retry-After above the cap",
-	StopDeadline:      "next wait ends after the deadline",
-	StopMaxElapsed:    "next wait ends after MaxElapsed",
+	StopDeadline:      "stopped by the deadline",
+	StopMaxElapsed:    "stopped by MaxElapsed",
 	StopCanceled:      "canceled",
 	StopRewind:        "request body cannot be rewound",
 	StopInvalid:       "invalid request",
 	StopBudget:        "retry budget exhausted",
 	StopHostGate:      "held by storm control to the limit of its wait",
-	StopBodyTooLarge:  "body too large to replay: set GetBody or raise MaxBufferedBody",
+	StopBodyTooLarge:  "body not buffered for replay: set GetBody or raise MaxBufferedBody",
 }
 
 // MarshalText returns String's phrase, so that encoding/json and log/slog's
@@ -103,7 +104,11 @@ func (r StopReason) String() string {
 }
 
 // Error is the error RoundTrip returns when the last attempt ended in a
-// transport error (a response, even a 503, is returned as a response).
+// transport error (a response, even a 503, is returned as a response), when
+// nothing could be sent, and when a retry is not sent after its wait began
+// (the deadline, a hold's limit, the budget after a hold) and the response
+// before it could not be kept: its body was over 64 KiB or still arriving
+// after 100 ms, so it was closed; Err then names its status.
 // errors.Is and errors.As reach the cause through Unwrap, and Timeout
 // reports a cause that timed out, so that os.IsTimeout works through
 // http.Client as it does with a plain http.Transport.

@@ -20,8 +20,9 @@ func WithPolicy(ctx context.Context, p Policy) context.Context {
 
 // WithoutRetries returns a copy of ctx under which requests are sent once,
 // never retried: WithPolicy with MaxRetries NoRetries. The outcome of the
-// one attempt is returned as it came, with StopExhausted in OnGiveUp when
-// it was retryable.
+// one attempt is returned as it came. When it was retryable, OnGiveUp gets
+// StopExhausted, or the reason the request could not have been sent again
+// anyway (StopNotReplayable, StopBodyTooLarge), which is looked at first.
 func WithoutRetries(ctx context.Context) context.Context {
 	return WithPolicy(ctx, Policy{MaxRetries: NoRetries})
 }

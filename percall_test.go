@@ -111,7 +111,7 @@ func TestRetryEventLogsAsAGroup(t *testing.T) {
 	logger.Info("retry", "event", RetryEvent{Request: req, Attempt: 2, Response: resp, Reason: "status 503", Wait: 1500 * time.Millisecond, Held: 500 * time.Millisecond})
 	logger.Info("gave up", "event", RetryEvent{Attempt: 3, Err: syscall.ECONNRESET, Reason: "connection reset", Stop: StopDeadline})
 	want := `{"level":"INFO","msg":"retry","event":{"method":"GET","url":"http://api.example/items","attempt":2,"status":503,"reason":"status 503","wait":1500000000,"held":500000000}}
-{"level":"INFO","msg":"gave up","event":{"attempt":3,"error":"connection reset by peer","reason":"connection reset","wait":0,"stop":"next wait ends after the deadline"}}
+{"level":"INFO","msg":"gave up","event":{"attempt":3,"error":"connection reset by peer","reason":"connection reset","wait":0,"stop":"stopped by the deadline"}}
 `
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)

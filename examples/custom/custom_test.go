@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 		"GET /quote: attempt 1 failed (attempt timeout), retried after 0s\n  GET /quote -> 200 OK {\"price\":42}\n",
 		// 4. The deadline stops retries after one wait, before it passes.
 		"GET /status: attempt 1 failed (status 503), retried after 100ms\n" +
-			"  GET /status: attempt 2 failed (status 503), giving up: next wait ends after the deadline\n" +
+			"  GET /status: attempt 2 failed (status 503), giving up: stopped by the deadline\n" +
 			"  GET /status -> 503 Service Unavailable {\"error\":\"down\"}\n" +
 			"  returned before the deadline: true\n",
 	} {
