@@ -85,6 +85,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if !f.sent.IsZero() {
 		h.noteTook(max(f.at.Sub(f.sent), 0))
 	}
+	if len(h.members) == 1 { // alone: its own backoff, not a life drawn at a hold, bounds it (rule 1)
+		m.dropLife()
+	}
 	h.live(m)
 	m.toldWait, m.fromLine = !f.notBefore.IsZero(), false
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
@@ -255,9 +258,12 @@ func (s *hostSet) leave(m *member) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := slices.Index(h.members, m)
-	if h.members = slices.Delete(h.members, i, i+1); len(h.members) == 0 {
+	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
+	case 0:
 		delete(s.m, h.name)
 		s.active.Add(-1)
+	case 1:
+		h.members[0].nudge() // alone now: a held retry goes (see poll)
 	}
 	h.heard(m, time.Now(), false)
 }

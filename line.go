@@ -35,6 +35,11 @@ type member struct {
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 
+// dropLife forgets m's life, as if it had never been held.
+func (m *member) dropLife() {
+	m.drawn, m.own, m.step, m.downStep, m.floor, m.hard, m.giveUp, m.atHard = time.Time{}, ownSteps{}, 0, time.Time{}, 0, time.Time{}, time.Time{}, false
+}
+
 // outlived reports whether at now m's life is over.
 func (m *member) outlived(now time.Time) bool {
 	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
@@ -181,6 +186,9 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	case m.released:
 		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
+	case len(h.members) == 1: // alone now: no other request is failing with it (rule 1)
+		m.waiting, m.askBudget, m.fromLine = false, false, false
+		return true, time.Time{}
 	case answers, m.outlived(now):
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 		h.nudgeFirst()
@@ -202,6 +210,11 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	return true, time.Time{}
 }
 
+// refusedProbeGap is the least wait before the next probe after the budget
+// refused one: with a Policy of nanosecond waits, a held retry would
+// otherwise ask the budget again and again without ever blocking.
+const refusedProbeGap = time.Millisecond
+
 // refused puts back in line the held m, whose retry the budget refused as
 // the line's probe; the next probe goes a pace later.
 func (h *host) refused(m *member, now time.Time) {
@@ -209,7 +222,7 @@ func (h *host) refused(m *member, now time.Time) {
 	defer h.mu.Unlock()
 	m.waiting, m.fromLine = true, false
 	if h.probing == m {
-		h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace, m.policy.Delay(1, 0, 0.5)))
+		h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace, m.policy.Delay(1, 0, 0.5), refusedProbeGap))
 	}
 }
 

@@ -194,8 +194,24 @@ func (r *retrier) answered(n int, err error) {
 
 // end ends the request with its outcome.
 func (r *retrier) end(resp *http.Response, err error) (*http.Response, error) {
-	r.st.end(r.m, r.ok)
+	r.leave()
 	return resp, err
+}
+
+// leave ends the request's membership of its host, once: before OnGiveUp,
+// so that a callback taking its time holds no other request, and, deferred
+// by RoundTrip, when Base or a callback panics, so that no state outlives
+// the request.
+func (r *retrier) leave() {
+	r.st.end(r.m, r.ok)
+	r.m = nil
+}
+
+// giveUp reports a retryable outcome that ends the request, after it left
+// its host.
+func (r *retrier) giveUp(ev RetryEvent, stop StopReason) {
+	r.leave()
+	r.t.giveUp(ev, stop)
 }
 
 // drain drains and closes the response of a failed attempt that will be
@@ -227,7 +243,7 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 	if ev.Attempt, ev.Wait, ev.Held = n, 0, 0; resp != nil {
 		ev.Response = resp
 	}
-	r.t.giveUp(ev, StopDeadline)
+	r.giveUp(ev, StopDeadline)
 	return r.end(resp, err)
 }
 
@@ -252,7 +268,7 @@ func (r *retrier) abandon(ev RetryEvent, last lastOutcome, n int, stop StopReaso
 	if resp != nil {
 		ev.Response = resp
 	}
-	r.t.giveUp(ev, stop)
+	r.giveUp(ev, stop)
 	return r.end(resp, err)
 }
 

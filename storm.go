@@ -21,12 +21,16 @@ const DefaultReleaseShare = 0.25
 // request to the same host is retrying too and the host is proven down (it
 // answered none of its last 16 attempts, for at least twice the time a
 // failed attempt takes; once proven, its later outages hold at once), or
-// told the retry by Retry-After to wait. A held request keeps the steps its
-// own backoff would take, drawn as that backoff draws them: at each it goes
-// if the host is answering (16 answers in a row, or one within an attempt's
-// time after a step that found it down), and its last goes whatever the
-// host's state, so it ends no later and after no more attempts than without
-// storm control, and after fewer while the host is down. Between its steps
+// told the retry by Retry-After to wait; a held retry goes once no other
+// request to the host is retrying. A held request keeps the steps its own
+// backoff would take, drawn as that backoff draws them when the hold first
+// holds it: at each it goes if the host is answering (16 answers in a row,
+// or one within an attempt's time after a step that found it down), and its
+// last goes whatever the host's state, so it ends no later (but for a
+// Retry-After date told to another request, which it waits out in line) and
+// after no more attempts than without storm control, and after fewer while
+// the host is down; alone on its host again, it keeps its own backoff
+// alone. Between its steps
 // it waits in line, oldest first: each answer of the host earns the line
 // ReleaseShare of a release (halved by a failure and grown back by answers,
 // as TCP's window), and once fresh requests stop, the oldest held retry
@@ -36,8 +40,9 @@ const DefaultReleaseShare = 0.25
 // the last outcome with StopHostGate, or, when that is a response whose body
 // could not be kept in memory (over 64 KiB, or still arriving after 100 ms),
 // an *Error that names its status. The budget bounds the retries into hosts
-// proven down and seen to fail 16 attempts in a row, across hosts, but never
-// those of a request alone on its host (see Budget). State is kept only for
+// proven down and seen to fail 16 attempts in a row, across hosts, but,
+// with the host gate on, never those of a request alone on its host (see
+// Budget). State is kept only for
 // hosts with requests retrying: a request to any other host pays one atomic
 // load. docs/storm-control.md gives each rule and the figure behind it.
 type StormControl struct {
@@ -230,7 +235,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	if !m.h.ask(m, lim.rest == nil, lim.policy, time.Now()) {
 		return false, st.recheckBudget(m, time.Now())
 	}
-	if m.drawn.IsZero() || lim.floor > m.floor && !m.last {
+	if !m.drawn.IsZero() && lim.floor > m.floor && !m.last {
 		st.drawLife(m, lim)
 	}
 	st.held.Add(1)
@@ -245,6 +250,10 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 				return true, stop
 			}
 			m.h.refused(m, now) // the line's probe waits for a token, in line
+			continue
+		}
+		if m.drawn.IsZero() { // held indeed: only now is its life drawn
+			st.drawLife(m, lim)
 			continue
 		}
 		end := m.giveUp // before the deadline or MaxElapsed (see host.live)

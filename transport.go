@@ -190,6 +190,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	r := t.newRetrier(req)
+	defer r.leave() // even when Base or a callback panics
+
 	var ev RetryEvent    // the failed attempt being retried
 	var last lastOutcome // its outcome, returned if its retry is not sent after all
 	for n := 1; ; n++ {
@@ -223,7 +225,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ev = RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
 		wait, stop := r.plan(&body, resp, err, n)
 		if stop != StopNone {
-			t.giveUp(ev, stop)
+			r.giveUp(ev, stop)
 			return r.end(a.finish(resp, err, n, stop))
 		}
 

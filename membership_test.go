@@ -1,0 +1,218 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of when a request counts as one of its host's retrying requests,
+// and of the life a hold draws for it: a request is held only while
+// another request to its host fails with it (rule 1), and what a hold
+// draws never outlasts the hold's reason.
+
+// sendLog records when the attempts of the request tagged "L" go.
+type sendLog struct {
+	mu    sync.Mutex
+	start time.Time
+	sends []time.Duration
+}
+
+func (l *sendLog) note(r *http.Request) {
+	if r.Header.Get("X-Who") == "L" {
+		l.mu.Lock()
+		l.sends = append(l.sends, time.Since(l.start))
+		l.mu.Unlock()
+	}
+}
+
+// upAt answers 503 until up, then 200, noting L's attempts.
+func upAt(log *sendLog, up time.Duration) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		log.note(r)
+		if time.Since(log.start) < up {
+			return response(503, ""), nil
+		}
+		return response(200, ""), nil
+	})
+}
+
+// callL sends L's GET through tr and returns its status (0 on an error).
+func callL(tr *Transport) int {
+	req := httptest.NewRequest("GET", "http://h/", nil)
+	req.Header.Set("X-Who", "L")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestHeldRequestGoesOnceAlone: L is held while B fails too; B gives up
+// at 500 ms, and L, alone from then on, goes at once and then keeps its
+// own backoff. It once stayed in line to the end of its life: its third
+// attempt went at 2.7 s instead of 500 ms.
+func TestHeldRequestGoesOnceAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &sendLog{start: time.Now()}
+		tr := &Transport{Base: upAt(log, time.Second), Policy: Policy{MaxRetries: 5, BaseDelay: 150 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+		var wg sync.WaitGroup
+		var status int
+		wg.Go(func() { status = callL(tr) })
+		wg.Go(func() {
+			time.Sleep(300 * time.Millisecond)
+			ctx := WithPolicy(context.Background(), Policy{MaxRetries: 1, BaseDelay: 200 * time.Millisecond, Jitter: JitterNone})
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx))
+			require.NoError(t, err)
+			resp.Body.Close()
+		})
+		wg.Wait()
+		assert.Equal(t, 200, status)
+		// own waits 150, 300, 600 ms: the second ends at 450 ms, held until B leaves at 500 ms
+		assert.Equal(t, []time.Duration{0, 150 * time.Millisecond, 500 * time.Millisecond, 1100 * time.Millisecond}, log.sends)
+		assert.Equal(t, StormState{BudgetTokens: DefaultBudgetBurst}, tr.StormState())
+	})
+}
+
+// TestGivenUpRequestHoldsNoOneDuringItsOnGiveUp: a POST that fails is not
+// retried; while its OnGiveUp ran (a slow log write, 100 ms) it still
+// counted as retrying, so the GET alone retrying on its host was held, and
+// stayed held for 2.8 s. It leaves its host before OnGiveUp now, and the
+// GET's attempts are those of storm control off.
+func TestGivenUpRequestHoldsNoOneDuringItsOnGiveUp(t *testing.T) {
+	run := func(c StormControl) (sends []time.Duration, held time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			tr := &Transport{Base: upAt(log, time.Second), Storm: c,
+				Policy:  Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone},
+				OnRetry: func(e RetryEvent) { held += e.Held },
+				OnGiveUp: func(e RetryEvent) {
+					if e.Request.Method == "POST" {
+						time.Sleep(100 * time.Millisecond)
+					}
+				}}
+			var wg sync.WaitGroup
+			wg.Go(func() { assert.Equal(t, 200, callL(tr)) })
+			wg.Go(func() {
+				time.Sleep(550 * time.Millisecond)
+				resp, err := tr.RoundTrip(httptest.NewRequest("POST", "http://h/", nil))
+				require.NoError(t, err)
+				resp.Body.Close()
+			})
+			wg.Wait()
+			sends = log.sends
+		})
+		return sends, held
+	}
+	on, held := run(StormControl{})
+	off, _ := run(stormOff)
+	assert.Equal(t, off, on)
+	assert.Zero(t, held)
+}
+
+// TestLoneRequestOutlivesALifeDrawnAtAHold: L's first retry went at once
+// from a hold while B was retrying too, which drew L a life; a Retry-After
+// then carried L past it, alone. L stopped with StopHostGate, two retries
+// unsent, where storm control off got the 200 at 1.3 s. A life is drawn
+// only for a retry that a hold holds, and a request alone on its host has
+// none.
+func TestLoneRequestOutlivesALifeDrawnAtAHold(t *testing.T) {
+	run := func(c StormControl) (sends []time.Duration, status int, stops []StopReason) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp, _ := upAt(log, 1200*time.Millisecond).RoundTrip(r)
+				if r.Header.Get("X-Who") == "L" && len(log.sends) == 2 && resp.StatusCode == 503 {
+					resp.Header.Set("Retry-After", "1")
+				}
+				return resp, nil
+			})
+			tr := &Transport{Base: base, Storm: c, Random: func() float64 { return 0 },
+				Policy: Policy{MaxRetries: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Jitter: JitterNone},
+				OnGiveUp: func(e RetryEvent) {
+					if e.Request.Header.Get("X-Who") == "L" {
+						stops = append(stops, e.Stop)
+					}
+				}}
+			var wg sync.WaitGroup
+			wg.Go(func() { status = callL(tr) })
+			wg.Go(func() {
+				time.Sleep(time.Millisecond)
+				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 1, BaseDelay: 200 * time.Millisecond, Jitter: JitterNone})
+				req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+				req.Header.Set("X-Who", "B")
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+			})
+			wg.Wait()
+			sends = log.sends
+		})
+		return sends, status, stops
+	}
+	onSends, onStatus, onStops := run(StormControl{})
+	offSends, offStatus, _ := run(stormOff)
+	assert.Equal(t, offSends, onSends)
+	assert.Equal(t, 200, offStatus)
+	assert.Equal(t, offStatus, onStatus)
+	assert.Empty(t, onStops)
+}
+
+// TestPanicLeavesNoState: a panic out of a callback (or Base) unwinds
+// RoundTrip; the request still leaves its host. It once stayed a member
+// for good: StormState never went back to zero, and a lone request to the
+// host a minute later was held as if another were retrying.
+func TestPanicLeavesNoState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var panicked atomic.Bool
+		log := &sendLog{start: time.Now()}
+		tr := &Transport{Base: upAt(log, time.Hour), Policy: Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone},
+			OnRetry: func(RetryEvent) {
+				if !panicked.Swap(true) {
+					panic("a metrics exporter's bug")
+				}
+			}}
+		func() {
+			defer func() { assert.NotNil(t, recover()) }() // as net/http's server recovers a handler's panic
+			callL(tr)
+		}()
+		assert.Equal(t, StormState{BudgetTokens: DefaultBudgetBurst}, tr.StormState())
+		time.Sleep(time.Minute)
+		log.start, log.sends = time.Now(), nil
+		assert.Equal(t, 503, callL(tr))
+		ms := time.Millisecond
+		assert.Equal(t, []time.Duration{0, 200 * ms, 600 * ms, 1400 * ms, 2400 * ms, 3400 * ms}, log.sends, "its own backoff, unheld")
+	})
+}
+
+// TestRefusedProbeWaitsBeforeTheNext: with a Policy of nanosecond waits,
+// fresh requests that all came at once (no usual gap) and no failed probe
+// yet, a probe the budget refused was due again at once, and the held
+// request polled in a loop without ever blocking.
+func TestRefusedProbeWaitsBeforeTheNext(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := []*member{newMember(), newMember()}
+	for _, m := range ms {
+		s.failed("h", m, failure{first: true, at: at(0), sent: at(0)})
+		m.policy = Policy{BaseDelay: 1, MaxDelay: 1}
+	}
+	h := ms[0].h
+	now := at(50)
+	require.True(t, h.ask(ms[0], false, ms[0].policy, now))
+	send, _ := h.poll(ms[0], now)
+	require.True(t, send, "the oldest held probes once fresh requests stopped")
+	h.refused(ms[0], now)
+	assert.Equal(t, now.Add(refusedProbeGap), h.nextProbe)
+	if send, wake := h.poll(ms[0], now); send || !wake.Equal(now.Add(refusedProbeGap)) {
+		t.Errorf("after a refusal: send %v, wake at %v; want a wait of %v", send, wake.Sub(now), refusedProbeGap)
+	}
+}
