@@ -199,12 +199,19 @@ func (r *retrier) end(resp *http.Response, err error) (*http.Response, error) {
 }
 
 // leave ends the request's membership of its host, once: before OnGiveUp,
-// so that a callback taking its time holds no other request, and, deferred
-// by RoundTrip, when Base or a callback panics, so that no state outlives
-// the request.
+// so that a callback taking its time holds no other request.
 func (r *retrier) leave() {
 	r.st.end(r.m, r.ok)
 	r.m = nil
+}
+
+// leaveIfPanicked, deferred by RoundTrip, ends the membership of a request
+// that Base or a callback unwound with a panic, so that no state outlives
+// it; after any return, end has already left.
+func (r *retrier) leaveIfPanicked() {
+	if r.m != nil {
+		r.leave()
+	}
 }
 
 // giveUp reports a retryable outcome that ends the request, after it left

@@ -190,7 +190,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	r := t.newRetrier(req)
-	defer r.leave() // even when Base or a callback panics
+	defer r.leaveIfPanicked()
 
 	var ev RetryEvent    // the failed attempt being retried
 	var last lastOutcome // its outcome, returned if its retry is not sent after all
