@@ -265,17 +265,17 @@ func discard(resp *http.Response) {
 }
 
 // drainKeeping drains and closes resp like discard, but keeps what it
-// read: when the whole body fitted within drainLimit it returns the bytes
+// read (nothing, for the response to a HEAD): when the whole body fitted within drainLimit it returns the bytes
 // and true, so that a retry the host gate holds and then refuses can still
 // return this response, its body in memory. A longer body, or one cut off
 // by an error or the drain's time bound, gives false.
-func drainKeeping(resp *http.Response) ([]byte, bool) {
+func drainKeeping(resp *http.Response, head bool) ([]byte, bool) {
 	if resp == nil || resp.Body == nil {
 		return nil, false
 	}
 	body := resp.Body
 	defer body.Close()
-	if body == http.NoBody { // a HEAD's: its ContentLength is the GET's
+	if head { // empty, whatever its ContentLength (the GET's) and body type (HTTP/2 has its own)
 		return nil, true
 	}
 	if resp.ContentLength > drainLimit {

@@ -358,25 +358,30 @@ func TestPeekingClassifierKeepsBodyForCaller(t *testing.T) {
 }
 func TestDrainKeeping(t *testing.T) {
 	small := response(503, "short")
-	kept, ok := drainKeeping(small)
+	kept, ok := drainKeeping(small, false)
 	if !ok || string(kept) != "short" || closes(small) != 1 {
 		t.Errorf("small body: %q %v closes=%d", kept, ok, closes(small))
 	}
 	exact := response(503, string(make([]byte, drainLimit)))
-	if kept, ok := drainKeeping(exact); !ok || len(kept) != drainLimit {
+	if kept, ok := drainKeeping(exact, false); !ok || len(kept) != drainLimit {
 		t.Errorf("a body of exactly drainLimit is kept whole: %d %v", len(kept), ok)
 	}
 	long := response(503, string(make([]byte, drainLimit+1)))
 	long.ContentLength = -1
-	if _, ok := drainKeeping(long); ok || closes(long) != 1 {
+	if _, ok := drainKeeping(long, false); ok || closes(long) != 1 {
 		t.Errorf("a body over drainLimit is not kept, and is closed")
 	}
 	big := response(503, string(make([]byte, 1<<20)))
-	if _, ok := drainKeeping(big); ok || big.Body.(*trackedBody).read.Load() != 0 {
+	if _, ok := drainKeeping(big, false); ok || big.Body.(*trackedBody).read.Load() != 0 {
 		t.Errorf("a declared-large body is closed unread")
 	}
-	if _, ok := drainKeeping(&http.Response{}); ok {
+	if _, ok := drainKeeping(&http.Response{}, false); ok {
 		t.Errorf("no body, nothing kept")
+	}
+	head := response(503, "") // HTTP/2 gives a HEAD's response a body type of its own, not http.NoBody
+	head.ContentLength = 1 << 20
+	if kept, ok := drainKeeping(head, true); !ok || len(kept) != 0 || closes(head) != 1 {
+		t.Errorf("a HEAD's response is kept, empty, whatever its ContentLength: %q %v closes=%d", kept, ok, closes(head))
 	}
 }
 
@@ -448,12 +453,13 @@ func TestEmptyBodyUnderADeclaredLengthIsNotSentAsEmpty(t *testing.T) {
 }
 
 // TestHeadResponseIsKeptForItsRetry: a HEAD's Content-Length is the GET's,
-// and its body is empty: a 503 to a HEAD whose retry the deadline cuts off
-// is returned, not an *Error saying its body was too long to keep.
+// and its body is empty (http.NoBody over HTTP/1, a type of its own over
+// HTTP/2): a 503 to a HEAD whose retry the deadline cuts off is returned,
+// not an *Error saying its body was too long to keep.
 func TestHeadResponseIsKeptForItsRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		head503 := func(r *http.Request) (*http.Response, error) {
-			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, ContentLength: 100_000, Request: r}, nil
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), ContentLength: 100_000, Request: r}, nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 		defer cancel()

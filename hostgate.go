@@ -85,9 +85,6 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if !f.sent.IsZero() {
 		h.noteTook(max(f.at.Sub(f.sent), 0))
 	}
-	if len(h.members) == 1 { // alone: its own backoff, not a life drawn at a hold, bounds it (rule 1)
-		m.dropLife()
-	}
 	h.live(m)
 	m.toldWait, m.fromLine = !f.notBefore.IsZero(), false
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins

@@ -123,8 +123,8 @@ func TestGivenUpRequestHoldsNoOneDuringItsOnGiveUp(t *testing.T) {
 // from a hold while B was retrying too, which drew L a life; a Retry-After
 // then carried L past it, alone. L stopped with StopHostGate, two retries
 // unsent, where storm control off got the 200 at 1.3 s. A life is drawn
-// only for a retry that a hold holds, and a request alone on its host has
-// none.
+// only for a retry that a hold holds, and a Retry-After wait past a life
+// ends it.
 func TestLoneRequestOutlivesALifeDrawnAtAHold(t *testing.T) {
 	run := func(c StormControl) (sends []time.Duration, status int, stops []StopReason) {
 		synctest.Test(t, func(t *testing.T) {
@@ -215,4 +215,68 @@ func TestRefusedProbeWaitsBeforeTheNext(t *testing.T) {
 	if send, wake := h.poll(ms[0], now); send || !wake.Equal(now.Add(refusedProbeGap)) {
 		t.Errorf("after a refusal: send %v, wake at %v; want a wait of %v", send, wake.Sub(now), refusedProbeGap)
 	}
+}
+
+// TestHeldThenFailingAloneEndsNoLaterThanOff: L is held while another
+// request fails with it for two seconds; alone again, it keeps the life
+// its hold drew, so that its failure comes no later than plain backoff's.
+// Dropping the life when it failed alone sent its last retry at 4.3 s
+// against plain backoff's 3.05 s.
+func TestHeldThenFailingAloneEndsNoLaterThanOff(t *testing.T) {
+	run := func(c StormControl) (sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			tr := &Transport{Base: upAt(log, time.Hour), Storm: c, Policy: Policy{MaxRetries: 5, BaseDelay: 150 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			wg.Go(func() { assert.Equal(t, 503, callL(tr)) })
+			wg.Go(func() {
+				time.Sleep(300 * time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 2200*time.Millisecond)
+				defer cancel()
+				ctx = WithPolicy(ctx, Policy{MaxRetries: 10, BaseDelay: 200 * time.Millisecond, Jitter: JitterNone})
+				if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)); err == nil {
+					resp.Body.Close()
+				}
+			})
+			wg.Wait()
+			sends = log.sends
+		})
+		return sends
+	}
+	on, off := run(StormControl{}), run(stormOff)
+	require.NotEmpty(t, on)
+	assert.LessOrEqual(t, on[len(on)-1], off[len(off)-1], "on %v, off %v", on, off)
+	assert.Less(t, len(on), len(off), "fewer attempts into a host that is down")
+}
+
+// TestDateToldOnlyByARequestThatWaitsForIt: B is sent once (WithoutRetries)
+// and answered 503 with Retry-After: 5; it will not wait for that date, so
+// the date does not hold the others. It once held L, whose host was back
+// at 1 s, until 5.3 s.
+func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &sendLog{start: time.Now()}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, _ := upAt(log, time.Second).RoundTrip(r)
+			if r.Header.Get("X-Who") == "B" {
+				resp.Header.Set("Retry-After", "5")
+			}
+			return resp, nil
+		})
+		tr := &Transport{Base: base, Policy: Policy{MaxRetries: 6, BaseDelay: 150 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone}}
+		call := func(after time.Duration, ctx context.Context, who string) {
+			time.Sleep(after)
+			req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+			req.Header.Set("X-Who", who)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.Equal(t, 200, callL(tr)) })
+		wg.Go(func() { call(100*time.Millisecond, context.Background(), "C") }) // fails with L
+		wg.Go(func() { call(300*time.Millisecond, WithoutRetries(context.Background()), "B") })
+		wg.Wait()
+		assert.Equal(t, []time.Duration{0, 1500 * time.Millisecond}, log.sends, "L held to its own steps, not to B's date")
+	})
 }

@@ -45,25 +45,26 @@ func (t *Transport) newRetrier(req *http.Request) retrier {
 // it stays on RoundTrip's stack.
 func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
+	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
+		p := policyFor(r.req.Context(), t.Policy)
+		r.pol = &p
+	}
+	stop := t.replayStop(r.req, body, err)
+	if stop == StopNone && n > r.pol.retries() {
+		stop = StopExhausted
+	}
 	var floor time.Duration
 	hasFloor := false
 	if resp != nil && t.MaxRetryAfter >= 0 {
 		floor, hasFloor = parseRetryAfter(resp.Header, now)
 	}
 	var notBefore time.Time // told to the host's line only when this request will wait for it
-	if hasFloor && floor <= t.maxRetryAfter() && r.pastLimits(now.Add(floor)) == StopNone {
+	if stop == StopNone && hasFloor && floor <= t.maxRetryAfter() && r.pastLimits(now.Add(floor)) == StopNone {
 		notBefore = now.Add(floor)
 	}
 	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, notBefore: notBefore})
-	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
-		p := policyFor(r.req.Context(), t.Policy)
-		r.pol = &p
-	}
-	if stop := t.replayStop(r.req, body, err); stop != StopNone {
+	if stop != StopNone {
 		return 0, stop
-	}
-	if n > r.pol.retries() {
-		return 0, StopExhausted
 	}
 	wait := r.pol.Delay(n, r.prev, t.random())
 	if hasFloor {
@@ -73,11 +74,13 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		wait = max(wait, spreadUp(floor, t.random()))
 	}
 	left, over := r.m.lifeLeft(now, wait)
-	if over { // its life's last retry has gone (see stormState.hold)
+	switch {
+	case over: // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
-	}
-	if !hasFloor { // a Retry-After is waited whole; a longer one lengthens the life at the hold
+	case !hasFloor:
 		wait = left
+	case left < wait: // a Retry-After is waited whole: past the life, it ends the life
+		r.m.dropLife()
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
@@ -126,9 +129,10 @@ func (r *retrier) pastLimits(end time.Time) StopReason {
 func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
 	// The drain since plan may have taken up to drainTimeout: a wait that
-	// would now end past the deadline or MaxElapsed is still not started.
-	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
-		return 0, 0, stop
+	// would now end past MaxElapsed is still not started (one past the
+	// deadline is cut by the context, as any wait).
+	if r.pastLimits(start.Add(own)) == StopMaxElapsed {
+		return 0, 0, StopMaxElapsed
 	}
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
@@ -226,7 +230,7 @@ func (r *retrier) giveUp(ev RetryEvent, stop StopReason) {
 func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	last := lastOutcome{resp: resp, err: err, kept: err != nil}
 	if resp != nil {
-		last.body, last.kept = drainKeeping(resp)
+		last.body, last.kept = drainKeeping(resp, r.req.Method == http.MethodHead)
 	}
 	return last
 }

@@ -29,22 +29,22 @@ const DefaultReleaseShare = 0.25
 // last goes whatever the host's state, so it ends no later (but for a
 // Retry-After date told to another request, which it waits out in line) and
 // after no more attempts than without storm control, and after fewer while
-// the host is down; alone on its host again, it keeps its own backoff
-// alone. Between its steps
-// it waits in line, oldest first: each answer of the host earns the line
-// ReleaseShare of a release (halved by a failure and grown back by answers,
-// as TCP's window), and once fresh requests stop, the oldest held retry
-// probes the host, one at a time, at its own backoff's pace. Until the host
-// answers, nothing in line but a last retry goes before a Retry-After date.
-// No hold outlasts the deadline or MaxElapsed: one that reaches it returns
-// the last outcome with StopHostGate, or, when that is a response whose body
+// the host is down; a Retry-After that carries it past that life ends the
+// life. Between its steps it waits in line, oldest first: each answer of the
+// host earns the line ReleaseShare of a release (halved by a failure and
+// grown back by answers, as TCP's window), and once fresh requests stop, the
+// oldest held retry probes the host, one at a time, at its own backoff's
+// pace. Until the host answers, nothing in line goes before a Retry-After
+// date told to the line but a last retry, or one left alone on its host. No
+// hold outlasts the deadline or MaxElapsed: one that reaches it returns the
+// last outcome with StopHostGate, or, when that is a response whose body
 // could not be kept in memory (over 64 KiB, or still arriving after 100 ms),
 // an *Error that names its status. The budget bounds the retries into hosts
-// proven down and seen to fail 16 attempts in a row, across hosts, but,
-// with the host gate on, never those of a request alone on its host (see
-// Budget). State is kept only for
-// hosts with requests retrying: a request to any other host pays one atomic
-// load. docs/storm-control.md gives each rule and the figure behind it.
+// proven down and seen to fail 16 attempts in a row, across hosts, but, with
+// the host gate on, never those of a request alone on its host (see Budget).
+// State is kept only for hosts with requests retrying: a request to any
+// other host pays one atomic load. docs/storm-control.md gives each rule and
+// the figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
