@@ -86,7 +86,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.noteTook(max(f.at.Sub(f.sent), 0))
 	}
 	h.live(m)
-	m.toldWait, m.fromLine = !f.notBefore.IsZero(), false
+	m.toldWait, m.fromLine = false, false
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
 		h.since = f.at
 	}
@@ -99,7 +99,16 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.share, h.cut = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
 	}
-	h.notBefore = laterOf(h.notBefore, f.notBefore)
+}
+
+// told records that m's request will wait until date, as a Retry-After
+// said: its retry may be held for that, and until the host answers nothing
+// in line goes earlier (rule 4).
+func (h *host) told(m *member, date time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m.toldWait = true
+	h.notBefore = laterOf(h.notBefore, date)
 }
 
 // join adds m to the named host's retrying requests, creating its state,

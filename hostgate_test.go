@@ -204,9 +204,11 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 func TestGateRetryAfterHoldsTheLineUntilItsDateOrAnAnswer(t *testing.T) {
 	s := newHostSet(1)
 	a, b := newMember(), newMember()
-	s.failed("h", a, failure{first: true, at: at(0), notBefore: at(1000)})
-	s.failed("h", b, failure{first: true, at: at(0), notBefore: at(1000)})
+	s.failed("h", a, failure{first: true, at: at(0)})
+	s.failed("h", b, failure{first: true, at: at(0)})
 	h := a.h
+	h.told(a, at(1000))
+	h.told(b, at(1000))
 	if !held(h, a, at(50)) || !held(h, b, at(50)) {
 		t.Fatal("a retry told to wait went before the date")
 	}

@@ -221,12 +221,26 @@ func TestRefusedProbeWaitsBeforeTheNext(t *testing.T) {
 // request fails with it for two seconds; alone again, it keeps the life
 // its hold drew, so that its failure comes no later than plain backoff's.
 // Dropping the life when it failed alone sent its last retry at 4.3 s
-// against plain backoff's 3.05 s.
+// against plain backoff's 3.05 s; so did a Retry-After: 0 on every 503,
+// when any Retry-After let the wait run past the life.
 func TestHeldThenFailingAloneEndsNoLaterThanOff(t *testing.T) {
+	for _, ra := range []string{"", "0"} {
+		t.Run("Retry-After "+ra, func(t *testing.T) { heldThenFailingAlone(t, ra) })
+	}
+}
+
+func heldThenFailingAlone(t *testing.T, retryAfter string) {
 	run := func(c StormControl) (sends []time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			log := &sendLog{start: time.Now()}
-			tr := &Transport{Base: upAt(log, time.Hour), Storm: c, Policy: Policy{MaxRetries: 5, BaseDelay: 150 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp, _ := upAt(log, time.Hour).RoundTrip(r)
+				if retryAfter != "" {
+					resp.Header.Set("Retry-After", retryAfter)
+				}
+				return resp, nil
+			})
+			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 5, BaseDelay: 150 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
 			var wg sync.WaitGroup
 			wg.Go(func() { assert.Equal(t, 503, callL(tr)) })
 			wg.Go(func() {
@@ -249,17 +263,30 @@ func TestHeldThenFailingAloneEndsNoLaterThanOff(t *testing.T) {
 	assert.Less(t, len(on), len(off), "fewer attempts into a host that is down")
 }
 
-// TestDateToldOnlyByARequestThatWaitsForIt: B is sent once (WithoutRetries)
-// and answered 503 with Retry-After: 5; it will not wait for that date, so
-// the date does not hold the others. It once held L, whose host was back
-// at 1 s, until 5.3 s.
+// TestDateToldOnlyByARequestThatWaitsForIt: B is answered 503 with a
+// Retry-After, and will not wait for it: it is sent once (WithoutRetries),
+// or its own backoff (10 s) ends past its deadline (5.3 s). So the date
+// does not hold the others. It once held L, whose host was back at 1 s,
+// until the date.
 func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
+	once := func() (context.Context, context.CancelFunc) {
+		return WithoutRetries(context.Background()), func() {}
+	}
+	slow := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5300*time.Millisecond)
+		return WithPolicy(ctx, Policy{MaxRetries: 3, BaseDelay: 10 * time.Second, Jitter: JitterNone}), cancel
+	}
+	t.Run("sent once", func(t *testing.T) { dateToldBy(t, once, "5") })
+	t.Run("backoff past the deadline", func(t *testing.T) { dateToldBy(t, slow, "4") })
+}
+
+func dateToldBy(t *testing.T, bContext func() (context.Context, context.CancelFunc), retryAfter string) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &sendLog{start: time.Now()}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			resp, _ := upAt(log, time.Second).RoundTrip(r)
 			if r.Header.Get("X-Who") == "B" {
-				resp.Header.Set("Retry-After", "5")
+				resp.Header.Set("Retry-After", retryAfter)
 			}
 			return resp, nil
 		})
@@ -275,7 +302,11 @@ func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { assert.Equal(t, 200, callL(tr)) })
 		wg.Go(func() { call(100*time.Millisecond, context.Background(), "C") }) // fails with L
-		wg.Go(func() { call(300*time.Millisecond, WithoutRetries(context.Background()), "B") })
+		wg.Go(func() {
+			ctx, cancel := bContext()
+			defer cancel()
+			call(300*time.Millisecond, ctx, "B")
+		})
 		wg.Wait()
 		assert.Equal(t, []time.Duration{0, 1500 * time.Millisecond}, log.sends, "L held to its own steps, not to B's date")
 	})

@@ -45,45 +45,41 @@ func (t *Transport) newRetrier(req *http.Request) retrier {
 // it stays on RoundTrip's stack.
 func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		p := policyFor(r.req.Context(), t.Policy)
 		r.pol = &p
 	}
-	stop := t.replayStop(r.req, body, err)
-	if stop == StopNone && n > r.pol.retries() {
-		stop = StopExhausted
+	if stop := t.replayStop(r.req, body, err); stop != StopNone {
+		return 0, stop
+	}
+	if n > r.pol.retries() {
+		return 0, StopExhausted
 	}
 	var floor time.Duration
 	hasFloor := false
 	if resp != nil && t.MaxRetryAfter >= 0 {
 		floor, hasFloor = parseRetryAfter(resp.Header, now)
 	}
-	var notBefore time.Time // told to the host's line only when this request will wait for it
-	if stop == StopNone && hasFloor && floor <= t.maxRetryAfter() && r.pastLimits(now.Add(floor)) == StopNone {
-		notBefore = now.Add(floor)
+	if hasFloor && floor > t.maxRetryAfter() {
+		return 0, StopRetryAfter
 	}
-	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, notBefore: notBefore})
-	if stop != StopNone {
-		return 0, stop
-	}
-	wait := r.pol.Delay(n, r.prev, t.random())
-	if hasFloor {
-		if floor > t.maxRetryAfter() {
-			return 0, StopRetryAfter
-		}
-		wait = max(wait, spreadUp(floor, t.random()))
-	}
-	left, over := r.m.lifeLeft(now, wait)
-	switch {
-	case over: // its life's last retry has gone (see stormState.hold)
+	wait, over := r.m.lifeLeft(now, r.pol.Delay(n, r.prev, t.random()))
+	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
-	case !hasFloor:
-		wait = left
-	case left < wait: // a Retry-After is waited whole: past the life, it ends the life
-		r.m.dropLife()
+	}
+	if hasFloor { // a Retry-After is waited whole: past the life, it ends the life
+		told := spreadUp(floor, t.random())
+		if r.m.outlived(now.Add(told)) {
+			r.m.dropLife()
+		}
+		wait = max(wait, told)
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
+	}
+	if hasFloor { // only a request that will wait for a date tells it to the line (rule 4)
+		r.st.told(r.m, now.Add(floor))
 	}
 	r.prev, r.floor = wait, floor
 	return wait, StopNone

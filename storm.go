@@ -134,11 +134,11 @@ func (st *stormState) answered(host string, m *member, first bool, sent time.Tim
 }
 
 // failure is an attempt's retryable failure: whether it was its
-// request's first attempt, when it failed, when it went (zero when not
-// known) and the date of a Retry-After (zero without one).
+// request's first attempt, when it failed and when it went (zero when not
+// known).
 type failure struct {
-	first               bool
-	at, sent, notBefore time.Time
+	first    bool
+	at, sent time.Time
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
@@ -152,6 +152,14 @@ func (st *stormState) failed(host string, m *member, f failure) *member {
 		st.hosts.failed(host, m, f)
 	}
 	return m
+}
+
+// told records that m's request will wait for a Retry-After's date (see
+// host.told).
+func (st *stormState) told(m *member, date time.Time) {
+	if st.hosts != nil {
+		m.h.told(m, date)
+	}
 }
 
 // timing reports whether a host has requests retrying: then attempts are
