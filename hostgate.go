@@ -65,6 +65,7 @@ type host struct {
 	credit     float64       // releases earned, not yet used
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
+	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
@@ -91,6 +92,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.since = f.at
 	}
 	h.silent, h.run, h.streak = h.silent+1, h.run+1, 0
+	m.answersSeen = h.answers
 	h.heard(m, f.at, true)
 	if f.first {
 		h.noteFresh(f.at)
@@ -108,7 +110,9 @@ func (h *host) told(m *member, date time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.toldWait = true
-	h.notBefore = laterOf(h.notBefore, date)
+	if h.answers == m.answersSeen { // an answer since its failure cleared the dates told before it
+		h.notBefore = laterOf(h.notBefore, date)
+	}
 }
 
 // join adds m to the named host's retrying requests, creating its state,
@@ -173,6 +177,7 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, took
 		}
 	}
 	h.silent, h.run, h.missed, h.pace, h.streak = 0, 0, 0, 0, h.streak+1
+	h.answers++
 	if first {
 		h.noteFresh(now)
 	}

@@ -22,6 +22,7 @@ type member struct {
 	last              bool          // its retry held now is its last: never a probe
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
+	answersSeen       int           // the host's answers at its latest failure
 
 	drawn    time.Time     // when its life was drawn
 	own      ownSteps      // the steps its own backoff takes from drawn

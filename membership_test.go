@@ -311,3 +311,70 @@ func dateToldBy(t *testing.T, bContext func() (context.Context, context.CancelFu
 		assert.Equal(t, []time.Duration{0, 1500 * time.Millisecond}, log.sends, "L held to its own steps, not to B's date")
 	})
 }
+
+// TestAnswerAfterAFailureClearsItsDate: B is answered 503 with
+// Retry-After: 30, and F, a fresh request, 200 a millisecond later. B's
+// date is told to the line once B's wait has passed its checks, which take
+// a Random draw; when that draw is slow, F's answer comes in between. The
+// answer came after B's failure, so it clears the date either way: it once
+// held L, whose host was back, to the end of its life (9.45 s, not 1.1 s).
+func TestAnswerAfterAFailureClearsItsDate(t *testing.T) {
+	fast := dateAfterAnAnswer(t, false)
+	slow := dateAfterAnAnswer(t, true)
+	assert.Equal(t, fast, slow)
+	assert.Less(t, slow[len(slow)-1], 2*time.Second, "L held by a date that an answer cleared: %v", slow)
+}
+
+// dateAfterAnAnswer returns L's attempts, with B's plan slowed until F's
+// answer or not.
+func dateAfterAnAnswer(t *testing.T, slowB bool) (sends []time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &sendLog{start: time.Now()}
+		var armed atomic.Bool
+		release := make(chan struct{})
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, _ := upAt(log, time.Second).RoundTrip(r)
+			switch r.Header.Get("X-Who") {
+			case "F":
+				resp = response(200, "")
+			case "B":
+				resp = response(503, "")
+				resp.Header.Set("Retry-After", "30")
+				armed.Store(slowB)
+			}
+			return resp, nil
+		})
+		tr := &Transport{Base: base, Policy: Policy{MaxRetries: 6, BaseDelay: 150 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone},
+			Random: func() float64 {
+				if armed.CompareAndSwap(true, false) {
+					<-release
+				}
+				return 0.5
+			}}
+		call := func(after time.Duration, ctx context.Context, who string) {
+			time.Sleep(after)
+			req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+			req.Header.Set("X-Who", who)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { callL(tr) })
+		wg.Go(func() { call(100*time.Millisecond, context.Background(), "C") })
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			call(300*time.Millisecond, WithPolicy(ctx, Policy{MaxRetries: 1, BaseDelay: time.Millisecond, Jitter: JitterNone}), "B")
+		})
+		wg.Go(func() {
+			call(301*time.Millisecond, context.Background(), "F")
+			if slowB {
+				close(release)
+			}
+		})
+		wg.Wait()
+		sends = log.sends
+	})
+	return sends
+}

@@ -64,7 +64,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if hasFloor && floor > t.maxRetryAfter() {
 		return 0, StopRetryAfter
 	}
-	wait, over := r.m.lifeLeft(now, r.pol.Delay(n, r.prev, t.random()))
+	own := r.pol.Delay(n, r.prev, t.random())
+	wait, over := r.m.lifeLeft(now, own)
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
 	}
@@ -72,6 +73,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		told := spreadUp(floor, t.random())
 		if r.m.outlived(now.Add(told)) {
 			r.m.dropLife()
+			wait = own
 		}
 		wait = max(wait, told)
 	}
