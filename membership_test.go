@@ -45,6 +45,17 @@ func upAt(log *sendLog, up time.Duration) http.RoundTripper {
 	})
 }
 
+// callAfter sends, after a pause in the bubble's virtual time, a GET
+// tagged who with context ctx, and closes what comes back.
+func callAfter(ctx context.Context, tr *Transport, after time.Duration, who string) {
+	time.Sleep(after) // virtual: every caller runs in a synctest bubble
+	req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+	req.Header.Set("X-Who", who)
+	if resp, err := tr.RoundTrip(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
 // callL sends L's GET through tr and returns its status (0 on an error).
 func callL(tr *Transport) int {
 	req := httptest.NewRequest("GET", "http://h/", nil)
@@ -186,7 +197,7 @@ func TestPanicLeavesNoState(t *testing.T) {
 			callL(tr)
 		}()
 		assert.Equal(t, StormState{BudgetTokens: DefaultBudgetBurst}, tr.StormState())
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // virtual (synctest)
 		log.start, log.sends = time.Now(), nil
 		assert.Equal(t, 503, callL(tr))
 		ms := time.Millisecond
@@ -291,21 +302,13 @@ func dateToldBy(t *testing.T, bContext func() (context.Context, context.CancelFu
 			return resp, nil
 		})
 		tr := &Transport{Base: base, Policy: Policy{MaxRetries: 6, BaseDelay: 150 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone}}
-		call := func(after time.Duration, ctx context.Context, who string) {
-			time.Sleep(after)
-			req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
-			req.Header.Set("X-Who", who)
-			if resp, err := tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
-		}
 		var wg sync.WaitGroup
 		wg.Go(func() { assert.Equal(t, 200, callL(tr)) })
-		wg.Go(func() { call(100*time.Millisecond, context.Background(), "C") }) // fails with L
+		wg.Go(func() { callAfter(context.Background(), tr, 100*time.Millisecond, "C") }) // fails with L
 		wg.Go(func() {
 			ctx, cancel := bContext()
 			defer cancel()
-			call(300*time.Millisecond, ctx, "B")
+			callAfter(ctx, tr, 300*time.Millisecond, "B")
 		})
 		wg.Wait()
 		assert.Equal(t, []time.Duration{0, 1500 * time.Millisecond}, log.sends, "L held to its own steps, not to B's date")
@@ -351,24 +354,16 @@ func dateAfterAnAnswer(t *testing.T, slowB bool) (sends []time.Duration) {
 				}
 				return 0.5
 			}}
-		call := func(after time.Duration, ctx context.Context, who string) {
-			time.Sleep(after)
-			req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
-			req.Header.Set("X-Who", who)
-			if resp, err := tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
-		}
 		var wg sync.WaitGroup
 		wg.Go(func() { callL(tr) })
-		wg.Go(func() { call(100*time.Millisecond, context.Background(), "C") })
+		wg.Go(func() { callAfter(context.Background(), tr, 100*time.Millisecond, "C") })
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
-			call(300*time.Millisecond, WithPolicy(ctx, Policy{MaxRetries: 1, BaseDelay: time.Millisecond, Jitter: JitterNone}), "B")
+			callAfter(WithPolicy(ctx, Policy{MaxRetries: 1, BaseDelay: time.Millisecond, Jitter: JitterNone}), tr, 300*time.Millisecond, "B")
 		})
 		wg.Go(func() {
-			call(301*time.Millisecond, context.Background(), "F")
+			callAfter(context.Background(), tr, 301*time.Millisecond, "F")
 			if slowB {
 				close(release)
 			}
