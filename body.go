@@ -265,17 +265,18 @@ func discard(resp *http.Response) {
 }
 
 // drainKeeping drains and closes resp like discard, but keeps what it
-// read (nothing, for the response to a HEAD): when the whole body fitted within drainLimit it returns the bytes
-// and true, so that a retry the host gate holds and then refuses can still
-// return this response, its body in memory. A longer body, or one cut off
-// by an error or the drain's time bound, gives false.
+// read: when the whole body fitted within drainLimit it returns the bytes
+// and true, so that a retry not sent after all can still return this
+// response, its body in memory. A longer body, or one cut off by an error
+// or the drain's time bound, gives false. The response to a HEAD (head) is
+// kept empty, whatever its ContentLength says.
 func drainKeeping(resp *http.Response, head bool) ([]byte, bool) {
 	if resp == nil || resp.Body == nil {
 		return nil, false
 	}
 	body := resp.Body
 	defer body.Close()
-	if head { // empty, whatever its ContentLength (the GET's) and body type (HTTP/2 has its own)
+	if head { // its ContentLength is the GET's, and its body type HTTP/2's own
 		return nil, true
 	}
 	if resp.ContentLength > drainLimit {
