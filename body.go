@@ -248,29 +248,38 @@ func (b *onceBody) Close() error {
 }
 
 // discard drains a response that will not be returned, at most drainLimit
-// bytes for at most drainTimeout, and closes it, so its keep-alive
-// connection goes back to the pool. A drain that runs out of time is ended
-// by closing the body, which net/http's bodies allow during a Read.
-func discard(resp *http.Response) {
+// bytes, and closes it, so its keep-alive connection goes back to the pool.
+// The drain is bounded as closeWhenDue says.
+func discard(ctx context.Context, resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
 	body := resp.Body
 	if resp.ContentLength <= drainLimit { // -1 (unknown) included
-		timer := time.AfterFunc(drainTimeout, func() { body.Close() })
+		stop := closeWhenDue(ctx, body)
 		io.CopyN(io.Discard, body, drainLimit)
-		timer.Stop()
+		stop()
 	}
 	body.Close()
+}
+
+// closeWhenDue closes body after drainTimeout, or once ctx ends if that
+// comes first, so that a drain outlives neither: net/http's bodies stop at
+// the context's end by themselves, but a custom Base's may not. Closing
+// ends a Read under way, as net/http's bodies allow. stop undoes it.
+func closeWhenDue(ctx context.Context, body io.Closer) (stop func()) {
+	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
+	unhook := context.AfterFunc(ctx, func() { body.Close() })
+	return func() { timer.Stop(); unhook() }
 }
 
 // drainKeeping drains and closes resp like discard, but keeps what it
 // read: when the whole body fitted within drainLimit it returns the bytes
 // and true, so that a retry not sent after all can still return this
 // response, its body in memory. A longer body, or one cut off by an error
-// or the drain's time bound, gives false. The response to a HEAD (head) is
-// kept empty, whatever its ContentLength says.
-func drainKeeping(resp *http.Response, head bool) ([]byte, bool) {
+// or the drain's bounds (see closeWhenDue), gives false. The response to a
+// HEAD (head) is kept empty, whatever its ContentLength says.
+func drainKeeping(ctx context.Context, resp *http.Response, head bool) ([]byte, bool) {
 	if resp == nil || resp.Body == nil {
 		return nil, false
 	}
@@ -283,9 +292,9 @@ func drainKeeping(resp *http.Response, head bool) ([]byte, bool) {
 		return nil, false
 	}
 	var buf bytes.Buffer
-	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
+	stop := closeWhenDue(ctx, body)
 	_, err := io.CopyN(&buf, body, drainLimit+1)
-	timer.Stop()
+	stop()
 	if err != io.EOF || buf.Len() > drainLimit {
 		return nil, false
 	}

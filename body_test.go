@@ -292,23 +292,23 @@ func TestOnceBodyClosesTheCallersBodyOnce(t *testing.T) {
 
 func TestDiscardIsBounded(t *testing.T) {
 	small := response(503, strings.Repeat("s", 100))
-	discard(small)
+	discard(context.Background(), small)
 	assert.Equal(t, int64(100), small.Body.(*trackedBody).read.Load())
 	assert.Equal(t, int32(1), closes(small))
 
 	big := response(503, strings.Repeat("b", 1<<20))
-	discard(big)
+	discard(context.Background(), big)
 	assert.Equal(t, int64(0), big.Body.(*trackedBody).read.Load(), "a known-large body is closed unread")
 	assert.Equal(t, int32(1), closes(big))
 
 	unknown := response(503, strings.Repeat("u", 1<<20))
 	unknown.ContentLength = -1
-	discard(unknown)
+	discard(context.Background(), unknown)
 	assert.Equal(t, int64(drainLimit), unknown.Body.(*trackedBody).read.Load(), "an unknown length is read at most drainLimit")
 	assert.Equal(t, int32(1), closes(unknown))
 
-	discard(nil)
-	discard(&http.Response{})
+	discard(context.Background(), nil)
+	discard(context.Background(), &http.Response{})
 }
 
 func TestPeekBodyLeavesTheBodyWhole(t *testing.T) {
@@ -358,29 +358,29 @@ func TestPeekingClassifierKeepsBodyForCaller(t *testing.T) {
 }
 func TestDrainKeeping(t *testing.T) {
 	small := response(503, "short")
-	kept, ok := drainKeeping(small, false)
+	kept, ok := drainKeeping(context.Background(), small, false)
 	if !ok || string(kept) != "short" || closes(small) != 1 {
 		t.Errorf("small body: %q %v closes=%d", kept, ok, closes(small))
 	}
 	exact := response(503, string(make([]byte, drainLimit)))
-	if kept, ok := drainKeeping(exact, false); !ok || len(kept) != drainLimit {
+	if kept, ok := drainKeeping(context.Background(), exact, false); !ok || len(kept) != drainLimit {
 		t.Errorf("a body of exactly drainLimit is kept whole: %d %v", len(kept), ok)
 	}
 	long := response(503, string(make([]byte, drainLimit+1)))
 	long.ContentLength = -1
-	if _, ok := drainKeeping(long, false); ok || closes(long) != 1 {
+	if _, ok := drainKeeping(context.Background(), long, false); ok || closes(long) != 1 {
 		t.Errorf("a body over drainLimit is not kept, and is closed")
 	}
 	big := response(503, string(make([]byte, 1<<20)))
-	if _, ok := drainKeeping(big, false); ok || big.Body.(*trackedBody).read.Load() != 0 {
+	if _, ok := drainKeeping(context.Background(), big, false); ok || big.Body.(*trackedBody).read.Load() != 0 {
 		t.Errorf("a declared-large body is closed unread")
 	}
-	if _, ok := drainKeeping(&http.Response{}, false); ok {
+	if _, ok := drainKeeping(context.Background(), &http.Response{}, false); ok {
 		t.Errorf("no body, nothing kept")
 	}
 	head := response(503, "") // HTTP/2 gives a HEAD's response a body type of its own, not http.NoBody
 	head.ContentLength = 1 << 20
-	if kept, ok := drainKeeping(head, true); !ok || len(kept) != 0 || closes(head) != 1 {
+	if kept, ok := drainKeeping(context.Background(), head, true); !ok || len(kept) != 0 || closes(head) != 1 {
 		t.Errorf("a HEAD's response is kept, empty, whatever its ContentLength: %q %v closes=%d", kept, ok, closes(head))
 	}
 }

@@ -105,10 +105,12 @@ func (r StopReason) String() string {
 
 // Error is the error RoundTrip returns when the last attempt ended in a
 // transport error (a response, even a 503, is returned as a response), when
-// nothing could be sent, and when a retry is not sent after its wait began
-// (the deadline, a hold's limit, the budget after a hold) and the response
-// before it could not be kept: its body was over 64 KiB or still arriving
-// after 100 ms, so it was closed; Err then names its status.
+// nothing could be sent, and when a retry is not sent once the response
+// before it was drained (its wait, counted from the drain's end, would end
+// past the deadline or MaxElapsed; or the deadline, a hold's limit or the
+// budget after a hold stopped it) and that response could not be kept: its
+// body was over 64 KiB or still arriving after 100 ms, so it was closed;
+// Err then names its status.
 // errors.Is and errors.As reach the cause through Unwrap, and Timeout
 // reports a cause that timed out, so that os.IsTimeout works through
 // http.Client as it does with a plain http.Transport.

@@ -127,10 +127,9 @@ func (r *retrier) pastLimits(end time.Time) StopReason {
 func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
 	// The drain since plan may have taken up to drainTimeout: a wait that
-	// would now end past MaxElapsed is still not started (one past the
-	// deadline is cut by the context, as any wait).
-	if r.pastLimits(start.Add(own)) == StopMaxElapsed {
-		return 0, 0, StopMaxElapsed
+	// would now end past the deadline or MaxElapsed is still not started.
+	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
+		return 0, 0, stop
 	}
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
@@ -228,7 +227,7 @@ func (r *retrier) giveUp(ev RetryEvent, stop StopReason) {
 func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	last := lastOutcome{resp: resp, err: err, kept: err != nil}
 	if resp != nil {
-		last.body, last.kept = drainKeeping(resp, r.req.Method == http.MethodHead)
+		last.body, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
 	}
 	return last
 }

@@ -210,31 +210,68 @@ func TestMaxElapsedBoundsTheLoop(t *testing.T) {
 // TestMaxElapsedCountsTheDrain: the wait before a retry is planned, then
 // the failed response's body is drained (up to 100 ms) before the wait
 // starts. A wait that the drain pushed past MaxElapsed is not started.
-func TestMaxElapsedCountsTheDrain(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		slow503 := func(r *http.Request) (*http.Response, error) {
-			pr, pw := io.Pipe()
-			go func() {
-				time.Sleep(90 * time.Millisecond)
-				pw.Write([]byte("x"))
-				pw.Close()
-			}()
-			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: pr, ContentLength: -1, Request: r}, nil
-		}
-		base := newClocked(slow503)
-		var stop StopReason
-		tr := &Transport{Base: base, MaxElapsed: 300 * time.Millisecond, Policy: Policy{BaseDelay: 250 * time.Millisecond, Jitter: JitterNone},
-			OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
-		start := time.Now()
-		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		assert.Equal(t, "x", string(b), "the 503 comes back, its body kept")
-		// 250 ms from 0 ends before 300 ms; from 90 ms, after
-		assert.Equal(t, []time.Duration{0}, base.at)
-		assert.Equal(t, StopMaxElapsed, stop)
-		assert.Equal(t, 90*time.Millisecond, time.Since(start))
-	})
+// slowBody503 answers 503 at once with a one-byte body that arrives after
+// d, through a pipe that, unlike net/http's bodies, ignores the context.
+func slowBody503(d time.Duration) func(*http.Request) (*http.Response, error) {
+	return func(r *http.Request) (*http.Response, error) {
+		pr, pw := io.Pipe()
+		go func() {
+			time.Sleep(d)
+			pw.Write([]byte("x"))
+			pw.Close()
+		}()
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: pr, ContentLength: -1, Request: r}, nil
+	}
+}
+
+func TestLimitsCountTheDrain(t *testing.T) {
+	for _, limit := range []StopReason{StopMaxElapsed, StopDeadline} {
+		t.Run(limit.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := newClocked(slowBody503(90 * time.Millisecond))
+				var stop StopReason
+				tr := &Transport{Base: base, Policy: Policy{BaseDelay: 250 * time.Millisecond, Jitter: JitterNone},
+					OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+				ctx := context.Background()
+				if limit == StopMaxElapsed {
+					tr.MaxElapsed = 300 * time.Millisecond
+				} else {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+					defer cancel()
+				}
+				start := time.Now()
+				resp, err := tr.RoundTrip(httptest.NewRequestWithContext(ctx, "GET", "http://x/", nil))
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				assert.Equal(t, "x", string(b), "the 503 comes back, its body kept")
+				// 250 ms from 0 ends before 300 ms; from 90 ms, after
+				assert.Equal(t, []time.Duration{0}, base.at)
+				assert.Equal(t, limit, stop)
+				assert.Equal(t, 90*time.Millisecond, time.Since(start))
+			})
+		})
+	}
+}
+
+func TestDrainEndsWithTheContext(t *testing.T) {
+	for name, storm := range map[string]StormControl{"on": {}, "off": {NoBudget: true, NoHostGate: true}} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := &Transport{Base: roundTripFunc(slowBody503(150 * time.Millisecond)), Storm: storm,
+					Policy: Policy{BaseDelay: 10 * time.Millisecond, Jitter: JitterNone}}
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				_, err := tr.RoundTrip(httptest.NewRequestWithContext(ctx, "GET", "http://x/", nil))
+				assert.Equal(t, 50*time.Millisecond, time.Since(start), "the drain outlived the deadline")
+				var e *Error
+				require.ErrorAs(t, err, &e, "the 503's body was cut off: it cannot come back")
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				time.Sleep(time.Second) // virtual: lets the pipe's writer finish
+			})
+		})
+	}
 }
 
 // hang blocks an attempt until its context ends.

@@ -274,7 +274,7 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 	fired := a.stopTimer()
 	switch {
 	case err != nil && resp != nil:
-		discard(resp) // as http.Client does, the error wins
+		discard(a.req.Context(), resp) // as http.Client does, the error wins
 		resp = nil
 	case err == nil && resp == nil:
 		err = errNilResponse
@@ -282,7 +282,7 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 	if fired || a.timedOut() {
 		if resp != nil {
 			// The timeout fired as the headers came: the body is cut off.
-			discard(resp)
+			discard(a.req.Context(), resp)
 			return nil, ErrAttemptTimeout
 		}
 		if !errors.Is(err, ErrAttemptTimeout) { // net/http may return the cause itself
