@@ -54,8 +54,7 @@ type host struct {
 	streak     int           // attempts answered since the latest failure
 	since      time.Time     // the first failure of the outage under way
 	proven     bool          // an outage of it has been proven (see provenDown)
-	took       time.Duration // how long its failed attempts take, on average
-	timed      bool          // took has been measured
+	took       attemptTime   // how long its failed attempts take
 	answerTook time.Duration // how long its latest timed answer took
 	backAt     time.Time     // when it last answered after being down
 	lastFresh  time.Time     // the latest first attempt
@@ -84,7 +83,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !f.sent.IsZero() {
-		h.noteTook(max(f.at.Sub(f.sent), 0))
+		took := max(f.at.Sub(f.sent), 0)
+		h.took.note(took)
+		m.took.note(took)
 	}
 	h.live(m)
 	m.toldWait, m.fromLine = false, false
@@ -211,20 +212,36 @@ func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// attemptTime returns how long the host's failed attempts take.
-func (h *host) attemptTime() time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.took
+// attemptTime is a running average of the time failed attempts take.
+type attemptTime struct {
+	avg   time.Duration
+	timed bool // avg has been measured
 }
 
-// noteTook adds a failed attempt's time to the host's average. h.mu is held.
-func (h *host) noteTook(took time.Duration) {
-	if !h.timed {
-		h.took, h.timed = took, true
+// note adds an attempt's time to the average.
+func (a *attemptTime) note(took time.Duration) {
+	if !a.timed {
+		a.avg, a.timed = took, true
 		return
 	}
-	h.took += (took - h.took) / tookWeight
+	a.avg += (took - a.avg) / tookWeight
+}
+
+// tookBy returns how long m's failed attempts take: its own average, so
+// that other requests' slower or faster attempts never move its life, or,
+// until one of its attempts has been timed, the host's. h.mu is held.
+func (h *host) tookBy(m *member) time.Duration {
+	if m.took.timed {
+		return m.took.avg
+	}
+	return h.took.avg
+}
+
+// attemptTimeOf is tookBy for a caller without h.mu.
+func (h *host) attemptTimeOf(m *member) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tookBy(m)
 }
 
 // budgetView reports at now whether a retry into the host is charged to
@@ -255,7 +272,7 @@ func (h *host) provenDown(now time.Time) bool {
 	if h.silent < downAfter {
 		return false
 	}
-	old := h.timed && now.Sub(h.since) >= provenAfter*h.took
+	old := h.took.timed && now.Sub(h.since) >= provenAfter*h.took.avg
 	h.proven = h.proven || old && h.run >= downAfter
 	return h.proven || old
 }

@@ -113,9 +113,9 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
 	last := ms[1]
 	// Drawn at 10 s, its own waits end at 19 s; its backoff would send two
-	// attempts meanwhile, each failing after 500 ms as the host's latest
-	// retry did: one at 15 s, into a host still down, the last at 20 s.
-	last.drawn, last.own, last.step, h.took = at(10_000), ownSteps{count: 2, cum: []time.Duration{4500 * time.Millisecond, 9 * time.Second}}, 1, 500*time.Millisecond
+	// attempts meanwhile, each failing after 500 ms as its own did: one at
+	// 15 s, into a host still down, the last at 20 s.
+	last.drawn, last.own, last.step, last.took = at(10_000), ownSteps{count: 2, cum: []time.Duration{4500 * time.Millisecond, 9 * time.Second}}, 1, attemptTime{avg: 500 * time.Millisecond, timed: true}
 	if !held(h, last, at(10_001)) {
 		t.Fatal("a retry went before its backoff's end while a probe was out")
 	}
@@ -468,7 +468,8 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 			for _, o := range ms[1:5] { // ahead of m in line: the releases the answers earn go to them
 				held(h, o, at(10_000))
 			}
-			h.took = time.Duration(tc.took) * time.Millisecond
+			h.took = attemptTime{avg: time.Duration(tc.took) * time.Millisecond, timed: true}
+			m.took = h.took
 			// Drawn at 10 s: its own steps come 1 s, 3 s and 6 s of waits later.
 			m.drawn, m.own, m.step, m.floor = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1, tc.floor
 			if !held(h, m, at(10_001)) {
@@ -512,7 +513,8 @@ func TestGateNudgesEveryHeldRetryWhenTheHostIsBack(t *testing.T) {
 			s, ms := failing(3)
 			h, m := ms[0].h, ms[1]
 			held(h, ms[0], at(10_000))
-			h.took = 300 * time.Millisecond
+			h.took = attemptTime{avg: 300 * time.Millisecond, timed: true}
+			m.took = h.took
 			m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
 			held(h, m, at(11_300)) // its step, into a host that is down
 			for len(m.wake) > 0 {
@@ -535,21 +537,24 @@ func TestGateStepThatFoundTheHostDownCountsHoweverLateTheRetryLooks(t *testing.T
 		prep func(s *hostSet, h *host, ms []*member)
 	}{
 		{"its timer fires after the host's first answer", func(*hostSet, *host, []*member) {}},
-		// Other retries' shorter attempts move the step from 11.5 s to
-		// 11.1 s after its timer was set for 11.5 s: the nudge of the
-		// host's return makes it look.
+		// Until one of its own attempts is timed, a request's steps are
+		// timed by the host's: other retries' shorter attempts move the
+		// step from 11.5 s to 11.1 s after its timer was set for 11.5 s,
+		// and the nudge of the host's return makes it look.
 		{"its step moved earlier than its timer", func(s *hostSet, h *host, ms []*member) {
-			h.took = 500 * time.Millisecond
+			ms[1].took = attemptTime{}
+			h.took = attemptTime{avg: 500 * time.Millisecond, timed: true}
 			h.poll(ms[1], at(10_002))
 			s.failed("h", ms[2], failure{at: at(10_200), sent: at(10_100)})
-			h.took = 100 * time.Millisecond // as the average of many such attempts would become
+			h.took = attemptTime{avg: 100 * time.Millisecond, timed: true} // as the average of many such attempts would become
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3)
 			h, m := ms[0].h, ms[1]
 			held(h, ms[0], at(10_000)) // the line's probe, out
-			h.took = 100 * time.Millisecond
+			h.took = attemptTime{avg: 100 * time.Millisecond, timed: true}
+			m.took = h.took
 			m.drawn, m.own, m.step = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1
 			if !held(h, m, at(10_001)) {
 				t.Fatal("held retry went")
@@ -624,7 +629,7 @@ func TestGateOutageIsProvenByTheAverageAttemptTime(t *testing.T) {
 	s.failed("h", ms[0], failure{first: true, at: at(0), sent: at(-400)})
 	s.failed("h", ms[1], failure{first: true, at: at(1), sent: at(0)}) // one short attempt among long ones
 	h := ms[0].h
-	if want := 400*time.Millisecond - 399*time.Millisecond/tookWeight; h.took != want {
+	if want := 400*time.Millisecond - 399*time.Millisecond/tookWeight; h.took.avg != want {
 		t.Errorf("attempts take %v, want the moving average %v", h.took, want)
 	}
 	if h.ask(ms[1], false, Policy{}, at(300)) {
@@ -707,6 +712,6 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 		failAt(s, ms[0], 2000, time.Minute)
 	}
 	if !h.ask(ms[2], false, Policy{}, at(10_000)) {
-		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took)
+		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took.avg)
 	}
 }

@@ -23,6 +23,7 @@ type member struct {
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	answersSeen       int           // the host's answers at its latest failure
+	took              attemptTime   // how long its own failed attempts take
 
 	drawn    time.Time     // when its life was drawn
 	own      ownSteps      // the steps its own backoff takes from drawn
@@ -69,7 +70,8 @@ func (m *member) nudge() {
 // the host down, or down until backAt, however late m looks. Steps are in
 // time order: the first to come is found by bisection. h.mu is held.
 func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
-	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, h.took)) }
+	took := h.tookBy(m)
+	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, took)) }
 	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
 	if came = k > m.step; came {
 		if last := stepAt(k - 1); h.silent >= downAfter || last.Before(h.backAt) {
@@ -98,14 +100,15 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	h.nudgeFirst()
 }
 
-// live sets m's giveUp from the host's latest attempt time, early enough
+// live sets m's giveUp from its attempts' time (see tookBy), early enough
 // for its last retry to fail before the deadline. h.mu is held.
 func (h *host) live(m *member) {
+	took := h.tookBy(m)
 	if !m.drawn.IsZero() {
-		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, h.took))
+		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, took))
 	}
 	m.atHard = false
-	if e := m.hard.Add(-h.took); !m.hard.IsZero() && (m.giveUp.IsZero() || !m.giveUp.Before(e)) {
+	if e := m.hard.Add(-took); !m.hard.IsZero() && (m.giveUp.IsZero() || !m.giveUp.Before(e)) {
 		m.giveUp, m.atHard = e, true
 	}
 }
@@ -180,7 +183,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	stepCame, nextStep := h.stepCame(m, now)
 	// A step that found the host down goes once it answers within an
 	// attempt's time; a life drawn with a Retry-After keeps to the line.
-	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took, h.answerTook)))
+	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
 	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
 	answers := back && !now.Before(h.notBefore) && m.floor == 0
 	switch {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -372,4 +373,99 @@ func dateAfterAnAnswer(t *testing.T, slowB bool) (sends []time.Duration) {
 		sends = log.sends
 	})
 	return sends
+}
+
+// TestHeldLifeIsTimedByItsOwnAttempts: L's 503s come in 1 ms while five
+// other requests to its host hang 2 s before their connection resets. L's
+// life is its own backoff's, timed by its own attempts: timed by the
+// host's average, it ended at 20.85 s against plain backoff's 13.1 s.
+func TestHeldLifeIsTimedByItsOwnAttempts(t *testing.T) {
+	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Header.Get("X-Who") == "L" {
+					log.note(r)
+					time.Sleep(time.Millisecond) // virtual: synctest's clock
+					return response(503, ""), nil
+				}
+				select {
+				case <-time.After(2 * time.Second): // virtual: synctest's clock
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+				return nil, syscall.ECONNRESET
+			})
+			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 30, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			for range 5 {
+				wg.Go(func() { callAfter(context.Background(), tr, 0, "other") })
+			}
+			wg.Go(func() {
+				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone})
+				callAfter(ctx, tr, 10*time.Second, "L")
+				end = time.Since(log.start)
+			})
+			wg.Wait()
+			sends = log.sends
+		})
+		return end, sends
+	}
+	onEnd, onSends := run(StormControl{})
+	offEnd, offSends := run(stormOff)
+	if onEnd > offEnd || len(onSends) > len(offSends) {
+		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
+	}
+}
+
+// TestHeldLifesDeadlineMarginIsItsOwn: L (1 ms failures, a 3 s deadline)
+// is held while A fails; four other requests' 800 ms failures then come
+// in. Its life's margin before the deadline is its own attempts' time:
+// the host's average moved it later with each of L's fast failures, and
+// L's retries went on past plain backoff's end (3.18 s against 2.81 s).
+func TestHeldLifesDeadlineMarginIsItsOwn(t *testing.T) {
+	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				log.note(r)
+				if r.URL.Path != "/slow" {
+					time.Sleep(time.Millisecond) // virtual: synctest's clock
+					return response(503, ""), nil
+				}
+				select {
+				case <-time.After(800 * time.Millisecond): // virtual: synctest's clock
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+				return nil, syscall.ECONNRESET
+			})
+			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 40, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			wg.Go(func() { callAfter(context.Background(), tr, 0, "A") })
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(WithPolicy(context.Background(), Policy{MaxRetries: 10, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}), 3300*time.Millisecond)
+				defer cancel()
+				callAfter(ctx, tr, 300*time.Millisecond, "L")
+				end = time.Since(log.start)
+			})
+			for range 4 {
+				wg.Go(func() {
+					time.Sleep(1500 * time.Millisecond) // virtual: synctest's clock
+					req := httptest.NewRequest("GET", "http://h/slow", nil)
+					if resp, err := tr.RoundTrip(req); err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			sends = log.sends
+		})
+		return end, sends
+	}
+	onEnd, onSends := run(StormControl{})
+	offEnd, offSends := run(stormOff)
+	if onEnd > offEnd || len(onSends) > len(offSends) {
+		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
+	}
 }

@@ -299,7 +299,7 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 // drawLife draws the life m's own backoff gives it, or draws it again for a
 // longer Retry-After, keeping the later of the two (rule 5).
 func (st *stormState) drawLife(m *member, lim holdLimits) {
-	took := m.h.attemptTime()
+	took := m.h.attemptTimeOf(m)
 	own, now := lim.rest(took), time.Now()
 	if m.drawn.IsZero() || addCapped(now, own.at(own.count, took)).After(addCapped(m.drawn, m.own.at(m.own.count, took))) {
 		m.drawn, m.own, m.step = now, own, 1

@@ -272,9 +272,12 @@ func TestDeadlineEndsHeldAndUnheldWaitsWithTheLastResponse(t *testing.T) {
 
 // TestLifeEndedByTheDeadlineAsFailuresSlowStopsWithStopDeadline: a held
 // request's life ends early enough for its last retry to fail before the
-// deadline; when the host's failures slow down after the life was drawn,
-// that margin, not the life's own steps, can end it, and the request stops
-// with StopDeadline, as all of them do with storm control off.
+// deadline, as long as its own attempts take. When its failures slow down
+// after the life was drawn, that margin, not the life's own steps, can end
+// it, and the request stops with StopDeadline, as all of them do with
+// storm control off; one held throughout, whose own attempts never
+// slowed, is held to the deadline and stops with StopHostGate (rule 5).
+// None ends after the deadline.
 func TestLifeEndedByTheDeadlineAsFailuresSlowStopsWithStopDeadline(t *testing.T) {
 	for _, c := range []StormControl{{}, stormOff} {
 		synctest.Test(t, func(t *testing.T) {
@@ -305,11 +308,17 @@ func TestLifeEndedByTheDeadlineAsFailuresSlowStopsWithStopDeadline(t *testing.T)
 					if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://slowing/", nil).WithContext(ctx)); err == nil {
 						resp.Body.Close()
 					}
+					if late := time.Since(start) - time.Duration(i)*5*time.Millisecond - time.Second; late > 0 {
+						t.Errorf("request %d ended %v after its deadline", i, late)
+					}
 				})
 			}
 			wg.Wait()
-			if stops[StopDeadline] != 40 {
-				t.Errorf("%+v: stops %v, want all 40 StopDeadline", c, stops)
+			if c == stormOff && stops[StopDeadline] != 40 {
+				t.Errorf("off: stops %v, want all 40 StopDeadline", stops)
+			}
+			if c != stormOff && (stops[StopDeadline] == 0 || stops[StopDeadline]+stops[StopHostGate] != 40) {
+				t.Errorf("on: stops %v, want StopDeadline for those whose own failures slowed, StopHostGate for the others", stops)
 			}
 		})
 	}
