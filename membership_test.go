@@ -469,3 +469,48 @@ func TestHeldLifesDeadlineMarginIsItsOwn(t *testing.T) {
 		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
 	}
 }
+
+// TestOneRetryAfterDoesNotLengthenTheWholeLife: only L's first 503 says
+// Retry-After: 2; its later ones, and the other requests' failures, say
+// nothing. Plain backoff waits the 2 s once; L's life, held among the
+// others, waited at least 2 s at every step and ended at 13.56 s against
+// plain backoff's 8.16 s.
+func TestOneRetryAfterDoesNotLengthenTheWholeLife(t *testing.T) {
+	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			var told atomic.Bool
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				log.note(r)
+				time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
+				if r.Header.Get("X-Who") != "L" {
+					return nil, syscall.ECONNRESET
+				}
+				resp := response(503, "")
+				if told.CompareAndSwap(false, true) {
+					resp.Header.Set("Retry-After", "2")
+				}
+				return resp, nil
+			})
+			tr := &Transport{Base: base, Storm: c, Random: half,
+				Policy: Policy{MaxRetries: 40, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() { callAfter(context.Background(), tr, 0, "other") })
+			}
+			wg.Go(func() {
+				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone})
+				callAfter(ctx, tr, 3*time.Second, "L")
+				end = time.Since(log.start)
+			})
+			wg.Wait()
+			sends = log.sends
+		})
+		return end, sends
+	}
+	onEnd, onSends := run(StormControl{})
+	offEnd, offSends := run(stormOff)
+	if onEnd > offEnd || len(onSends) > len(offSends) {
+		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
+	}
+}

@@ -45,7 +45,8 @@ func (t *Transport) newRetrier(req *http.Request) retrier {
 // it stays on RoundTrip's stack.
 func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
-	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent})
+	floor, hasFloor := r.retryAfter(resp, now)
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, saysWait: hasFloor, at: now, sent: r.sent})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		p := policyFor(r.req.Context(), t.Policy)
 		r.pol = &p
@@ -55,11 +56,6 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	if n > r.pol.retries() {
 		return 0, StopExhausted
-	}
-	var floor time.Duration
-	hasFloor := false
-	if resp != nil && t.MaxRetryAfter >= 0 {
-		floor, hasFloor = parseRetryAfter(resp.Header, now)
 	}
 	if hasFloor && floor > t.maxRetryAfter() {
 		return 0, StopRetryAfter
@@ -85,6 +81,15 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	r.prev, r.floor = wait, floor
 	return wait, StopNone
+}
+
+// retryAfter returns the wait resp's Retry-After asks for at now, and
+// whether it asks for one that is heeded (see MaxRetryAfter).
+func (r *retrier) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil || r.t.MaxRetryAfter < 0 {
+		return 0, false
+	}
+	return parseRetryAfter(resp.Header, now)
 }
 
 // lifeOver says why a held request whose life is over stops: the
@@ -170,8 +175,8 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 		// Drawn only for a retry that is held, so that a lone request's
 		// waits use the same random values as with storm control off. The
 		// closure takes copies, not r: r must stay on RoundTrip's stack.
-		prev, floor, random := r.prev, r.floor, r.t.random
-		lim.rest = func(took time.Duration) ownSteps { return pol.rest(n, prev, floor, random, within, took) }
+		prev, random := r.prev, r.t.random
+		lim.rest = func(took, floor time.Duration) ownSteps { return pol.rest(n, prev, floor, random, within, took) }
 	}
 	return lim
 }

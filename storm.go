@@ -135,10 +135,10 @@ func (st *stormState) answered(host string, m *member, first bool, sent time.Tim
 
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
-// known).
+// known), and whether it came with a Retry-After.
 type failure struct {
-	first    bool
-	at, sent time.Time
+	first, saysWait bool
+	at, sent        time.Time
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
@@ -222,10 +222,10 @@ func (st *stormState) end(m *member, answered bool) {
 
 // holdLimits bound a hold (see StormControl).
 type holdLimits struct {
-	hard   time.Time                         // the deadline or MaxElapsed; zero when neither
-	rest   func(took time.Duration) ownSteps // the own backoff's steps left; nil for a last retry
-	floor  time.Duration                     // the latest Retry-After's wait
-	policy Policy                            // the request's, whose steps pace the line's probes
+	hard   time.Time                                // the deadline or MaxElapsed; zero when neither
+	rest   func(took, floor time.Duration) ownSteps // the own backoff's steps left; nil for a last retry
+	floor  time.Duration                            // the latest Retry-After's wait
+	policy Policy                                   // the request's, whose steps pace the line's probes
 }
 
 // hold is called once m's retry has waited its own backoff, and holds it
@@ -297,12 +297,18 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 }
 
 // drawLife draws the life m's own backoff gives it, or draws it again for a
-// longer Retry-After, keeping the later of the two (rule 5).
+// longer Retry-After, keeping the later of the two (rule 5). Its steps
+// wait at least the Retry-After only while the host's failures still come
+// with one: plain backoff waits it once, and again only when told again.
 func (st *stormState) drawLife(m *member, lim holdLimits) {
-	took := m.h.attemptTimeOf(m)
-	own, now := lim.rest(took), time.Now()
+	took, saysWait := m.h.lifeInputs(m)
+	floor := lim.floor
+	if !saysWait {
+		floor = 0
+	}
+	own, now := lim.rest(took, floor), time.Now()
 	if m.drawn.IsZero() || addCapped(now, own.at(own.count, took)).After(addCapped(m.drawn, m.own.at(m.own.count, took))) {
 		m.drawn, m.own, m.step = now, own, 1
 	}
-	m.hard, m.floor = lim.hard, lim.floor
+	m.hard, m.floor = lim.hard, floor
 }

@@ -1072,7 +1072,7 @@ func TestHeldRequestOnADeadHostStillAsksTheBudget(t *testing.T) {
 		m = st.failed("down", m, failure{first: i == 0, at: time.Now(), sent: time.Now()})
 	}
 	m.drawn = time.Now().Add(time.Second) // held before, by a line since gone
-	lim := holdLimits{rest: func(time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
+	lim := holdLimits{rest: func(_, _ time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
 	if _, stop := st.hold(context.Background(), m, lim); stop != StopBudget {
 		t.Errorf("stop %v, want StopBudget: the empty budget was not asked", stop)
 	}
@@ -1089,7 +1089,7 @@ func TestALongerRetryAfterNeverShortensALife(t *testing.T) {
 	m := st.failed("h", nil, failure{first: true, at: time.Now(), sent: time.Now().Add(-time.Second)}) // its attempt took 1 s
 	drawn := time.Now()
 	m.drawn, m.own = drawn, ownSteps{count: 4, cum: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
-	st.drawLife(m, holdLimits{floor: time.Second, rest: func(time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }})
+	st.drawLife(m, holdLimits{floor: time.Second, rest: func(_, _ time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }})
 	if !m.drawn.Equal(drawn) || m.own.count != 4 {
 		t.Errorf("life now drawn %v later with %d attempts; want the longer one kept (10 s of waits and 4 attempts)", m.drawn.Sub(drawn), m.own.count)
 	}
