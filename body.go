@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -254,47 +255,62 @@ func discard(ctx context.Context, resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
-	body := resp.Body
-	if resp.ContentLength <= drainLimit { // -1 (unknown) included
-		stop := closeWhenDue(ctx, body)
-		io.CopyN(io.Discard, body, drainLimit)
-		stop()
+	if resp.ContentLength > drainLimit { // -1 (unknown) is drained
+		resp.Body.Close()
+		return
 	}
-	body.Close()
+	due := closeWhenDue(ctx, resp.Body)
+	io.CopyN(io.Discard, resp.Body, drainLimit)
+	due.done()
 }
 
-// closeWhenDue closes body after drainTimeout, or once ctx ends if that
-// comes first, so that a drain outlives neither: net/http's bodies stop at
-// the context's end by themselves, but a custom Base's may not. Closing
-// ends a Read under way, as net/http's bodies allow. stop undoes it.
-func closeWhenDue(ctx context.Context, body io.Closer) (stop func()) {
-	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
-	unhook := context.AfterFunc(ctx, func() { body.Close() })
-	return func() { timer.Stop(); unhook() }
+// dueCloser closes a body being drained after drainTimeout, or once ctx
+// ends if that comes first, so that a drain outlives neither: net/http's
+// bodies stop at the context's end by themselves, but a custom Base's may
+// not. Closing ends a Read under way, as net/http's bodies allow. The body
+// is closed once, whoever comes first: a second Close is undefined for an
+// io.Closer.
+type dueCloser struct {
+	body   io.Closer
+	once   sync.Once
+	timer  *time.Timer
+	unhook func() bool
+}
+
+func closeWhenDue(ctx context.Context, body io.Closer) *dueCloser {
+	c := &dueCloser{body: body}
+	c.timer = time.AfterFunc(drainTimeout, c.close)
+	c.unhook = context.AfterFunc(ctx, c.close)
+	return c
+}
+
+func (c *dueCloser) close() { c.once.Do(func() { c.body.Close() }) }
+
+// done ends the drain: the bounds are stopped and the body closed.
+func (c *dueCloser) done() {
+	c.timer.Stop()
+	c.unhook()
+	c.close()
 }
 
 // drainKeeping drains and closes resp like discard, but keeps what it
 // read: when the whole body fitted within drainLimit it returns the bytes
 // and true, so that a retry not sent after all can still return this
 // response, its body in memory. A longer body, or one cut off by an error
-// or the drain's bounds (see closeWhenDue), gives false. The response to a
+// or the drain's bounds (see dueCloser), gives false. The response to a
 // HEAD (head) is kept empty, whatever its ContentLength says.
 func drainKeeping(ctx context.Context, resp *http.Response, head bool) ([]byte, bool) {
 	if resp == nil || resp.Body == nil {
 		return nil, false
 	}
-	body := resp.Body
-	defer body.Close()
-	if head { // its ContentLength is the GET's, and its body type HTTP/2's own
-		return nil, true
-	}
-	if resp.ContentLength > drainLimit {
-		return nil, false
+	if head || resp.ContentLength > drainLimit { // a HEAD's ContentLength is the GET's, and its body type HTTP/2's own
+		resp.Body.Close()
+		return nil, head
 	}
 	var buf bytes.Buffer
-	stop := closeWhenDue(ctx, body)
-	_, err := io.CopyN(&buf, body, drainLimit+1)
-	stop()
+	due := closeWhenDue(ctx, resp.Body)
+	_, err := io.CopyN(&buf, resp.Body, drainLimit+1)
+	due.done()
 	if err != io.EOF || buf.Len() > drainLimit {
 		return nil, false
 	}

@@ -470,3 +470,33 @@ func TestHeadResponseIsKeptForItsRetry(t *testing.T) {
 		assert.Equal(t, http.NoBody, resp.Body)
 	})
 }
+
+// closeOnceBody blocks its Read until Close, and panics on a second Close,
+// which io.Closer leaves undefined.
+type closeOnceBody struct{ done chan struct{} }
+
+func (b *closeOnceBody) Read([]byte) (int, error) { <-b.done; return 0, io.ErrUnexpectedEOF }
+func (b *closeOnceBody) Close() error             { close(b.done); return nil }
+
+// TestDrainClosesTheBodyOnce: a 503's body that never comes is closed by
+// the drain's bound, the deadline or its time, and then not again by the
+// drain's end (it panicked with "close of closed channel").
+func TestDrainClosesTheBodyOnce(t *testing.T) {
+	for name, deadline := range map[string]time.Duration{"deadline first": 50 * time.Millisecond, "drainTimeout first": time.Second, "together": drainTimeout} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := &Transport{Policy: Policy{BaseDelay: 10 * time.Millisecond, Jitter: JitterNone, MaxRetries: 1},
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						return &http.Response{StatusCode: 503, Header: http.Header{}, Body: &closeOnceBody{done: make(chan struct{})}, ContentLength: -1, Request: r}, nil
+					})}
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				defer cancel()
+				resp, err := tr.RoundTrip(httptest.NewRequestWithContext(ctx, "GET", "http://x/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+				time.Sleep(2 * time.Second) // virtual: lets any timer left fire
+			})
+		})
+	}
+}

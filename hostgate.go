@@ -65,6 +65,7 @@ type host struct {
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
 	saysWait   bool          // its latest failure came with a Retry-After
+	sayer      *member       // the request whose failure that was
 	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
@@ -89,7 +90,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.took.note(took)
 	}
 	h.live(m)
-	m.toldWait, m.fromLine, h.saysWait = false, false, f.saysWait
+	m.toldWait, m.fromLine, h.saysWait, h.sayer = false, false, f.saysWait, m
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
 		h.since = f.at
 	}
@@ -229,22 +230,20 @@ func (a *attemptTime) note(took time.Duration) {
 }
 
 // tookBy returns how long m's failed attempts take: its own average, so
-// that other requests' slower or faster attempts never move its life, or,
-// until one of its attempts has been timed, the host's. h.mu is held.
+// that other requests' slower or faster attempts never move its life;
+// zero until one of its attempts has been timed, which can only end its
+// life sooner than its own backoff would. h.mu is held.
 func (h *host) tookBy(m *member) time.Duration {
-	if m.took.timed {
-		return m.took.avg
-	}
-	return h.took.avg
+	return m.took.avg
 }
 
 // lifeInputs returns what m's life is drawn from: how long its attempts
-// take (see tookBy), and whether the host's latest failure came with a
-// Retry-After.
+// take (see tookBy), and whether the host still says Retry-After: its
+// latest failure, another request's than m's own, came with one.
 func (h *host) lifeInputs(m *member) (took time.Duration, saysWait bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.tookBy(m), h.saysWait
+	return h.tookBy(m), h.saysWait && h.sayer != m
 }
 
 // budgetView reports at now whether a retry into the host is charged to

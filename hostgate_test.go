@@ -532,39 +532,19 @@ func TestGateNudgesEveryHeldRetryWhenTheHostIsBack(t *testing.T) {
 }
 
 func TestGateStepThatFoundTheHostDownCountsHoweverLateTheRetryLooks(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		prep func(s *hostSet, h *host, ms []*member)
-	}{
-		{"its timer fires after the host's first answer", func(*hostSet, *host, []*member) {}},
-		// Until one of its own attempts is timed, a request's steps are
-		// timed by the host's: other retries' shorter attempts move the
-		// step from 11.5 s to 11.1 s after its timer was set for 11.5 s,
-		// and the nudge of the host's return makes it look.
-		{"its step moved earlier than its timer", func(s *hostSet, h *host, ms []*member) {
-			ms[1].took = attemptTime{}
-			h.took = attemptTime{avg: 500 * time.Millisecond, timed: true}
-			h.poll(ms[1], at(10_002))
-			s.failed("h", ms[2], failure{at: at(10_200), sent: at(10_100)})
-			h.took = attemptTime{avg: 100 * time.Millisecond, timed: true} // as the average of many such attempts would become
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ms := failing(3)
-			h, m := ms[0].h, ms[1]
-			held(h, ms[0], at(10_000)) // the line's probe, out
-			h.took = attemptTime{avg: 100 * time.Millisecond, timed: true}
-			m.took = h.took
-			m.drawn, m.own, m.step = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1
-			if !held(h, m, at(10_001)) {
-				t.Fatal("held retry went")
-			}
-			tc.prep(s, h, ms)
-			h.answered(at(11_150), nil, true, s.share, 0) // the host is back, 50 ms after its step at 11.1 s
-			if send, _ := h.poll(m, at(11_151)); !send {
-				t.Error("a step that found the host down 51 ms before it looked, within an attempt's 100 ms, did not go")
-			}
-		})
+	s, ms := failing(3)
+	h, m := ms[0].h, ms[1]
+	held(h, ms[0], at(10_000)) // the line's probe, out
+	h.took = attemptTime{avg: 100 * time.Millisecond, timed: true}
+	m.took = h.took
+	m.drawn, m.own, m.step = at(10_000), ownSteps{count: 3, cum: []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}}, 1
+	if !held(h, m, at(10_001)) {
+		t.Fatal("held retry went")
+	}
+	// Its timer fires after the host's first answer.
+	h.answered(at(11_150), nil, true, s.share, 0) // the host is back, 50 ms after its step at 11.1 s
+	if send, _ := h.poll(m, at(11_151)); !send {
+		t.Error("a step that found the host down 51 ms before it looked, within an attempt's 100 ms, did not go")
 	}
 }
 

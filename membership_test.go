@@ -514,3 +514,102 @@ func TestOneRetryAfterDoesNotLengthenTheWholeLife(t *testing.T) {
 		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
 	}
 }
+
+// TestUntimedRequestsLifeIsNotTimedByOthers: L starts while no host has
+// requests retrying, so its first attempt is not timed; others, every
+// 200 ms, hang 2 s before a reset. Timed by the host's average until its
+// own was known, L's life ended at 53.0 s against plain backoff's 45.0 s.
+func TestUntimedRequestsLifeIsNotTimedByOthers(t *testing.T) {
+	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Header.Get("X-Who") == "L" {
+					log.note(r)
+					time.Sleep(time.Millisecond) // virtual: synctest's clock
+					return response(503, ""), nil
+				}
+				select {
+				case <-time.After(2 * time.Second): // virtual: synctest's clock
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+				return nil, syscall.ECONNRESET
+			})
+			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 5, BaseDelay: 5 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone})
+				callAfter(ctx, tr, 0, "L")
+				end = time.Since(log.start)
+			})
+			for i := range 300 {
+				wg.Go(func() {
+					callAfter(context.Background(), tr, 10*time.Millisecond+time.Duration(i)*200*time.Millisecond, "other")
+				})
+			}
+			wg.Wait()
+			sends = log.sends
+		})
+		return end, sends
+	}
+	onEnd, onSends := run(StormControl{})
+	offEnd, offSends := run(stormOff)
+	if onEnd > offEnd || len(onSends) > len(offSends) {
+		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
+	}
+}
+
+// TestOwnRetryAfterAloneDoesNotLengthenTheWholeLife: L's first 503 says
+// Retry-After: 2, its later ones nothing; the others' attempts hang 30 s,
+// so when L's life is drawn the host's latest failure is L's own. That
+// says nothing of the host's later answers: lengthening every step by it
+// ended L at 11.56 s against plain backoff's 6.16 s.
+func TestOwnRetryAfterAloneDoesNotLengthenTheWholeLife(t *testing.T) {
+	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			var told atomic.Bool
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Header.Get("X-Who") == "L" {
+					log.note(r)
+					time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
+					resp := response(503, "")
+					if told.CompareAndSwap(false, true) {
+						resp.Header.Set("Retry-After", "2")
+					}
+					return resp, nil
+				}
+				d := 30 * time.Second
+				if Attempt(r.Context()) == 1 {
+					d = 10 * time.Millisecond
+				}
+				select {
+				case <-time.After(d): // virtual: synctest's clock
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+				return nil, syscall.ECONNRESET
+			})
+			tr := &Transport{Base: base, Storm: c, Random: half,
+				Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			for i := range 4 { // the first makes the host active, so that the others' first attempts are timed
+				wg.Go(func() { callAfter(context.Background(), tr, time.Duration(min(i, 1))*20*time.Millisecond, "other") })
+			}
+			wg.Go(func() {
+				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone})
+				callAfter(ctx, tr, time.Second, "L")
+				end = time.Since(log.start)
+			})
+			wg.Wait()
+			sends = log.sends
+		})
+		return end, sends
+	}
+	onEnd, onSends := run(StormControl{})
+	offEnd, offSends := run(stormOff)
+	if onEnd > offEnd || len(onSends) > len(offSends) {
+		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
+	}
+}
