@@ -65,7 +65,6 @@ type host struct {
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
 	saysWait   bool          // its latest failure came with a Retry-After
-	sayer      *member       // the request whose failure that was
 	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
@@ -90,7 +89,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.took.note(took)
 	}
 	h.live(m)
-	m.toldWait, m.fromLine, h.saysWait, h.sayer = false, false, f.saysWait, m
+	m.toldWait, m.fromLine, h.saysWait = false, false, f.saysWait
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
 		h.since = f.at
 	}
@@ -239,11 +238,11 @@ func (h *host) tookBy(m *member) time.Duration {
 
 // lifeInputs returns what m's life is drawn from: how long its attempts
 // take (see tookBy), and whether the host still says Retry-After: its
-// latest failure, another request's than m's own, came with one.
+// latest failure came with one.
 func (h *host) lifeInputs(m *member) (took time.Duration, saysWait bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.tookBy(m), h.saysWait && h.sayer != m
+	return h.tookBy(m), h.saysWait
 }
 
 // budgetView reports at now whether a retry into the host is charged to

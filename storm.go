@@ -299,8 +299,8 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 // drawLife draws the life m's own backoff gives it, or draws it again for a
 // longer Retry-After, keeping the later of the two (rule 5). Its steps
 // wait at least the Retry-After only while the host still says it (its
-// latest failure, another request's, came with one): plain backoff waits
-// it once, and again only when told again.
+// latest failure came with one): plain backoff waits it once, and again
+// only when told again.
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	took, saysWait := m.h.lifeInputs(m)
 	floor := lim.floor
