@@ -301,7 +301,7 @@ func (c *dueCloser) done() {
 // HEAD (head) is kept empty, whatever its ContentLength says.
 func drainKeeping(ctx context.Context, resp *http.Response, head bool) ([]byte, bool) {
 	if resp == nil || resp.Body == nil {
-		return nil, false
+		return nil, resp != nil // no body: kept empty
 	}
 	if head || resp.ContentLength > drainLimit { // a HEAD's ContentLength is the GET's, and its body type HTTP/2's own
 		resp.Body.Close()

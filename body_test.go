@@ -375,8 +375,11 @@ func TestDrainKeeping(t *testing.T) {
 	if _, ok := drainKeeping(context.Background(), big, false); ok || big.Body.(*trackedBody).read.Load() != 0 {
 		t.Errorf("a declared-large body is closed unread")
 	}
-	if _, ok := drainKeeping(context.Background(), &http.Response{}, false); ok {
-		t.Errorf("no body, nothing kept")
+	if kept, ok := drainKeeping(context.Background(), &http.Response{}, false); !ok || len(kept) != 0 {
+		t.Errorf("a response without a body (a custom Base's): kept %v, %q; want it kept empty, so that it can still come back", ok, kept)
+	}
+	if _, ok := drainKeeping(context.Background(), nil, false); ok {
+		t.Errorf("no response, nothing kept")
 	}
 	head := response(503, "") // HTTP/2 gives a HEAD's response a body type of its own, not http.NoBody
 	head.ContentLength = 1 << 20

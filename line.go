@@ -33,6 +33,7 @@ type member struct {
 	hard     time.Time     // the deadline or MaxElapsed; zero when neither
 	giveUp   time.Time     // when its own backoff sends its last retry
 	atHard   bool          // giveUp is set by the deadline or MaxElapsed, not its steps
+	earlyEnd bool          // its last retry went at a life timed before any of its attempts was
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
@@ -194,6 +195,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		m.waiting, m.askBudget, m.fromLine = false, false, false
 		return true, time.Time{}
 	case answers, m.outlived(now):
+		m.earlyEnd = m.outlived(now) && !m.took.timed
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 		h.nudgeFirst()
 		return true, time.Time{}

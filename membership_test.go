@@ -559,3 +559,84 @@ func TestUntimedRequestsLifeIsNotTimedByOthers(t *testing.T) {
 		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
 	}
 }
+
+// TestUntimedLifesEarlyLastRetryIsNotItsLast: every attempt to h hangs 5 s
+// and is reset, until h comes back at 43 s. L starts first, at 0, while no
+// host has requests retrying, so its first attempt (failed at 5 s) is not
+// timed; others (3 retries from 100 ms) arrive every 200 ms from 100 ms and
+// keep h down. L's first retry, due at 17 s, is held (h proven down) and its
+// life is drawn with tookBy = 0, one step left (MaxRetries 2, or a deadline
+// that leaves room for one more wait): it goes at 17+24 = 41 s, into the
+// outage, and its failure at 46 s, now timed, finds the life (17+24+5 s)
+// over. Off sends retry 2 at 46 s, after h's return: 200. That early
+// retry is not its last: the next goes in its place, at 46 s.
+func TestUntimedLifesEarlyLastRetryIsNotItsLast(t *testing.T) {
+	const fail, back = 5 * time.Second, 43 * time.Second
+	type res struct {
+		end   time.Duration
+		sends []time.Duration
+		code  int
+		err   error
+	}
+	run := func(c StormControl, p Policy, deadline time.Duration) (r res) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				log.note(req)
+				if time.Since(log.start) >= back {
+					return response(200, "ok"), nil
+				}
+				select {
+				case <-time.After(fail): // virtual: synctest's clock
+				case <-req.Context().Done():
+					return nil, req.Context().Err()
+				}
+				return nil, syscall.ECONNRESET
+			})
+			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				ctx := WithPolicy(context.Background(), p)
+				if deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, deadline)
+					defer cancel()
+				}
+				req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+				req.Header.Set("X-Who", "L")
+				resp, err := tr.RoundTrip(req)
+				r.end, r.err = time.Since(log.start), err
+				if err == nil {
+					r.code = resp.StatusCode
+					resp.Body.Close()
+				}
+			})
+			for i := range int(back / (200 * time.Millisecond)) {
+				wg.Go(func() {
+					callAfter(context.Background(), tr, 100*time.Millisecond+time.Duration(i)*200*time.Millisecond, "other")
+				})
+			}
+			wg.Wait()
+			r.sends = log.sends
+		})
+		return r
+	}
+	for _, tc := range []struct {
+		name     string
+		p        Policy
+		deadline time.Duration
+	}{
+		{"MaxRetries 2", Policy{MaxRetries: 2, BaseDelay: 12 * time.Second, MaxDelay: time.Minute, Jitter: JitterNone}, 0},
+		{"MaxRetries 5, deadline 67 s", Policy{MaxRetries: 5, BaseDelay: 12 * time.Second, MaxDelay: time.Minute, Jitter: JitterNone}, 67 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			off := run(stormOff, tc.p, tc.deadline)
+			for name, c := range map[string]StormControl{"on": {}, "on, no budget": {NoBudget: true}} {
+				on := run(c, tc.p, tc.deadline)
+				if off.code == 200 && on.code != 200 {
+					t.Errorf("%s: L ended at %v with %v, attempts at %v; off: %d at %v, attempts at %v", name, on.end, on.err, on.sends, off.code, off.end, off.sends)
+				}
+			}
+		})
+	}
+}

@@ -62,6 +62,10 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	own := r.pol.Delay(n, r.prev, t.random())
 	wait, over := r.m.lifeLeft(now, own)
+	if over && r.m.earlyEnd { // that retry went an attempt's time early: the next goes in its place
+		wait, over = 0, false
+	}
+	r.m.earlyEnd = false
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
 	}
