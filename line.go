@@ -195,7 +195,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		m.waiting, m.askBudget, m.fromLine = false, false, false
 		return true, time.Time{}
 	case answers, m.outlived(now):
-		m.earlyEnd = m.outlived(now) && !m.took.timed
+		m.earlyEnd = m.outlived(now) && !m.took.timed && m.own.count > 0 && !m.atHard // its steps' attempts untimed
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 		h.nudgeFirst()
 		return true, time.Time{}

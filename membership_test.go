@@ -640,3 +640,111 @@ func TestUntimedLifesEarlyLastRetryIsNotItsLast(t *testing.T) {
 		})
 	}
 }
+
+type earlyEndResult struct {
+	end   time.Duration
+	sends []time.Duration
+	code  int
+	err   error
+}
+
+// runEarlyEnd runs L among others on host h: every attempt to h hangs 5 s and is reset (until back, when
+// set). L starts at 0 while no host has requests retrying, so its first
+// attempt is not timed; others (3 retries from 100 ms, every 200 ms for
+// othersFor) keep h down and prove it. L's first retry (due at 17 s with
+// BaseDelay 12 s) is held and its life drawn untimed.
+func runEarlyEnd(t *testing.T, c StormControl, p Policy, deadline, maxElapsed, back, othersFor time.Duration, ra string) (r earlyEndResult) {
+	const fail = 5 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		log := &sendLog{start: time.Now()}
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			log.note(req)
+			if back > 0 && time.Since(log.start) >= back {
+				return response(200, "ok"), nil
+			}
+			select {
+			case <-time.After(fail): // virtual: synctest's clock
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+			if ra != "" && req.Header.Get("X-Who") == "L" {
+				resp := response(503, "")
+				resp.Header.Set("Retry-After", ra)
+				return resp, nil
+			}
+			return nil, syscall.ECONNRESET
+		})
+		tr := &Transport{Base: base, Storm: c, MaxElapsed: maxElapsed, Random: func() float64 { return 0.5 }, Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			ctx := WithPolicy(context.Background(), p)
+			if deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, deadline)
+				defer cancel()
+			}
+			req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+			req.Header.Set("X-Who", "L")
+			resp, err := tr.RoundTrip(req)
+			r.end, r.err = time.Since(log.start), err
+			if err == nil {
+				r.code = resp.StatusCode
+				resp.Body.Close()
+			}
+		})
+		for i := range int(othersFor / (200 * time.Millisecond)) {
+			wg.Go(func() {
+				callAfter(context.Background(), tr, 100*time.Millisecond+time.Duration(i)*200*time.Millisecond, "other")
+			})
+		}
+		wg.Wait()
+		r.sends = log.sends
+	})
+	return r
+}
+
+// TestUntimedLifeWithNoStepLeftSendsNoExtraRetry: L's life is drawn at
+// its first retry (17 s) with no step at all: its next own wait (24 s)
+// would end past the deadline or MaxElapsed (40 s). Off: retry 1 at 17 s
+// fails at 22 s, and the 24 s wait would end at 46 s: L ends at 22 s after
+// 2 attempts. On, the untimed life over at once, retry 1 went at 17 s and
+// was taken for one sent early, and a third attempt went at 22 s. A life
+// with no step left ends on time, whatever its attempts take.
+func TestUntimedLifeWithNoStepLeftSendsNoExtraRetry(t *testing.T) {
+	p := Policy{MaxRetries: 5, BaseDelay: 12 * time.Second, MaxDelay: time.Minute, Jitter: JitterNone}
+	for _, tc := range []struct {
+		name                 string
+		deadline, maxElapsed time.Duration
+	}{
+		{"deadline 40 s", 40 * time.Second, 0},
+		{"MaxElapsed 40 s", 0, 40 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			off := runEarlyEnd(t, stormOff, p, tc.deadline, tc.maxElapsed, 0, 45*time.Second, "")
+			for name, c := range map[string]StormControl{"on": {}, "on, no budget": {NoBudget: true}} {
+				on := runEarlyEnd(t, c, p, tc.deadline, tc.maxElapsed, 0, 45*time.Second, "")
+				if len(on.sends) > len(off.sends) || on.end > off.end {
+					t.Errorf("%s: L ended at %v after %d attempts %v (%v); off: at %v after %d %v (%v)", name, on.end, len(on.sends), on.sends, on.err, off.end, len(off.sends), off.sends, off.err)
+				}
+			}
+		})
+	}
+}
+
+// TestUntimedLifesExtraRetryWaitsOnlyItsRetryAfter: the scenario of
+// TestUntimedLifesEarlyLastRetryIsNotItsLast (MaxRetries 2, BaseDelay 12 s,
+// attempts hang 5 s, h back at 43 s), but L's failures are 503 with
+// Retry-After: 1. Off: retries at 17 s and 46 s, the 200 at 46 s. On:
+// retry 1 goes at the untimed life's end, 41 s, and its 503 at 46 s says
+// Retry-After: 1. The retry that goes in its place took the life, over,
+// for one the Retry-After carried past, dropped it and waited a whole own
+// step (24 s): retry 2 at 70 s. It waits the Retry-After only.
+func TestUntimedLifesExtraRetryWaitsOnlyItsRetryAfter(t *testing.T) {
+	p := Policy{MaxRetries: 2, BaseDelay: 12 * time.Second, MaxDelay: time.Minute, Jitter: JitterNone}
+	off := runEarlyEnd(t, stormOff, p, 0, 0, 43*time.Second, 45*time.Second, "1")
+	on := runEarlyEnd(t, StormControl{NoBudget: true}, p, 0, 0, 43*time.Second, 45*time.Second, "1")
+	// on may wait its own Retry-After (1 s, spread up) after 46 s, no more
+	if on.end > off.end+2*time.Second || len(on.sends) > len(off.sends) {
+		t.Errorf("L ended at %v (%d) after %d attempts %v; off: at %v (%d) after %d %v", on.end, on.code, len(on.sends), on.sends, off.end, off.code, len(off.sends), off.sends)
+	}
+}

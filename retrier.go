@@ -62,7 +62,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	own := r.pol.Delay(n, r.prev, t.random())
 	wait, over := r.m.lifeLeft(now, own)
-	if over && r.m.earlyEnd { // that retry went an attempt's time early: the next goes in its place
+	early := over && r.m.earlyEnd // that retry went an attempt's time early: the next goes in its place
+	if early {
 		wait, over = 0, false
 	}
 	r.m.earlyEnd = false
@@ -71,7 +72,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	if hasFloor { // a Retry-After is waited whole: past the life, it ends the life
 		told := spreadUp(floor, t.random())
-		if r.m.outlived(now.Add(told)) {
+		if !early && r.m.outlived(now.Add(told)) {
 			r.m.dropLife()
 			wait = own
 		}
