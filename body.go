@@ -250,7 +250,7 @@ func (b *onceBody) Close() error {
 
 // discard drains a response that will not be returned, at most drainLimit
 // bytes, and closes it, so its keep-alive connection goes back to the pool.
-// The drain is bounded as closeWhenDue says.
+// The drain is bounded as dueCloser says.
 func discard(ctx context.Context, resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
@@ -277,6 +277,7 @@ type dueCloser struct {
 	unhook func() bool
 }
 
+// closeWhenDue bounds the drain of body under ctx; done ends it.
 func closeWhenDue(ctx context.Context, body io.Closer) *dueCloser {
 	c := &dueCloser{body: body}
 	c.timer = time.AfterFunc(drainTimeout, c.close)

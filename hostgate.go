@@ -228,21 +228,13 @@ func (a *attemptTime) note(took time.Duration) {
 	a.avg += (took - a.avg) / tookWeight
 }
 
-// tookBy returns how long m's failed attempts take: its own average, so
-// that other requests' slower or faster attempts never move its life;
-// zero until one of its attempts has been timed, which can only end its
-// life sooner than its own backoff would. h.mu is held.
-func (h *host) tookBy(m *member) time.Duration {
-	return m.took.avg
-}
-
-// lifeInputs returns what m's life is drawn from: how long its attempts
-// take (see tookBy), and whether the host still says Retry-After: its
+// lifeInputs returns what m's life is drawn from: how long its own
+// attempts take (see member.took), and whether the host still says Retry-After: its
 // latest failure came with one.
 func (h *host) lifeInputs(m *member) (took time.Duration, saysWait bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.tookBy(m), h.saysWait
+	return m.took.avg, h.saysWait
 }
 
 // budgetView reports at now whether a retry into the host is charged to

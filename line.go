@@ -23,7 +23,7 @@ type member struct {
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	answersSeen       int           // the host's answers at its latest failure
-	took              attemptTime   // how long its own failed attempts take
+	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
 
 	drawn    time.Time     // when its life was drawn
 	own      ownSteps      // the steps its own backoff takes from drawn
@@ -71,8 +71,7 @@ func (m *member) nudge() {
 // the host down, or down until backAt, however late m looks. Steps are in
 // time order: the first to come is found by bisection. h.mu is held.
 func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
-	took := h.tookBy(m)
-	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, took)) }
+	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, m.took.avg)) }
 	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
 	if came = k > m.step; came {
 		if last := stepAt(k - 1); h.silent >= downAfter || last.Before(h.backAt) {
@@ -101,10 +100,10 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	h.nudgeFirst()
 }
 
-// live sets m's giveUp from its attempts' time (see tookBy), early enough
+// live sets m's giveUp from its own attempts' time, early enough
 // for its last retry to fail before the deadline. h.mu is held.
 func (h *host) live(m *member) {
-	took := h.tookBy(m)
+	took := m.took.avg
 	if !m.drawn.IsZero() {
 		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, took))
 	}

@@ -565,7 +565,7 @@ func TestUntimedRequestsLifeIsNotTimedByOthers(t *testing.T) {
 // host has requests retrying, so its first attempt (failed at 5 s) is not
 // timed; others (3 retries from 100 ms) arrive every 200 ms from 100 ms and
 // keep h down. L's first retry, due at 17 s, is held (h proven down) and its
-// life is drawn with tookBy = 0, one step left (MaxRetries 2, or a deadline
+// life is drawn timed by nothing, one step left (MaxRetries 2, or a deadline
 // that leaves room for one more wait): it goes at 17+24 = 41 s, into the
 // outage, and its failure at 46 s, now timed, finds the life (17+24+5 s)
 // over. Off sends retry 2 at 46 s, after h's return: 200. That early
