@@ -69,6 +69,28 @@ func callL(tr *Transport) int {
 	return resp.StatusCode
 }
 
+// hangThenReset holds an attempt d of the bubble's virtual time, or until
+// its context ends, and then fails it as a reset connection.
+func hangThenReset(r *http.Request, d time.Duration) (*http.Response, error) {
+	select {
+	case <-time.After(d): // virtual: every caller runs in a synctest bubble
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return nil, syscall.ECONNRESET
+}
+
+// endsNoLaterThanOff runs L's scenario with storm control on and off and
+// fails t when L ended later, or after more attempts, with it on.
+func endsNoLaterThanOff(t *testing.T, run func(StormControl) (end time.Duration, sends []time.Duration)) {
+	t.Helper()
+	onEnd, onSends := run(StormControl{})
+	offEnd, offSends := run(stormOff)
+	if onEnd > offEnd || len(onSends) > len(offSends) {
+		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
+	}
+}
+
 // TestHeldRequestGoesOnceAlone: L is held while B fails too; B gives up
 // at 500 ms, and L, alone from then on, goes at once and then keeps its
 // own backoff. It once stayed in line to the end of its life: its third
@@ -380,42 +402,41 @@ func dateAfterAnAnswer(t *testing.T, slowB bool) (sends []time.Duration) {
 // life is its own backoff's, timed by its own attempts: timed by the
 // host's average, it ended at 20.85 s against plain backoff's 13.1 s.
 func TestHeldLifeIsTimedByItsOwnAttempts(t *testing.T) {
-	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
-		synctest.Test(t, func(t *testing.T) {
-			log := &sendLog{start: time.Now()}
-			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				if r.Header.Get("X-Who") == "L" {
-					log.note(r)
-					time.Sleep(time.Millisecond) // virtual: synctest's clock
-					return response(503, ""), nil
-				}
-				select {
-				case <-time.After(2 * time.Second): // virtual: synctest's clock
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				}
-				return nil, syscall.ECONNRESET
-			})
-			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 30, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
-			var wg sync.WaitGroup
-			for range 5 {
-				wg.Go(func() { callAfter(context.Background(), tr, 0, "other") })
+	others := Policy{MaxRetries: 30, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}
+	l := Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone}
+	endsNoLaterThanOff(t, func(c StormControl) (time.Duration, []time.Duration) {
+		return fastAmongResets(t, c, others, l, 10*time.Second, make([]time.Duration, 5))
+	})
+}
+
+// fastAmongResets runs L, whose 503s come in 1 ms, sent with Policy l
+// after lAfter, among others to its host whose attempts hang 2 s before a
+// reset, one sent at each of othersAt with the Transport's Policy; it
+// returns when L ended and when its attempts went.
+func fastAmongResets(t *testing.T, c StormControl, others, l Policy, lAfter time.Duration, othersAt []time.Duration) (end time.Duration, sends []time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &sendLog{start: time.Now()}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("X-Who") == "L" {
+				log.note(r)
+				time.Sleep(time.Millisecond) // virtual: synctest's clock
+				return response(503, ""), nil
 			}
-			wg.Go(func() {
-				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone})
-				callAfter(ctx, tr, 10*time.Second, "L")
-				end = time.Since(log.start)
-			})
-			wg.Wait()
-			sends = log.sends
+			return hangThenReset(r, 2*time.Second)
 		})
-		return end, sends
-	}
-	onEnd, onSends := run(StormControl{})
-	offEnd, offSends := run(stormOff)
-	if onEnd > offEnd || len(onSends) > len(offSends) {
-		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
-	}
+		tr := &Transport{Base: base, Storm: c, Policy: others}
+		var wg sync.WaitGroup
+		for _, at := range othersAt {
+			wg.Go(func() { callAfter(context.Background(), tr, at, "other") })
+		}
+		wg.Go(func() {
+			callAfter(WithPolicy(context.Background(), l), tr, lAfter, "L")
+			end = time.Since(log.start)
+		})
+		wg.Wait()
+		sends = log.sends
+	})
+	return end, sends
 }
 
 // TestHeldLifesDeadlineMarginIsItsOwn: L (1 ms failures, a 3 s deadline)
@@ -433,12 +454,7 @@ func TestHeldLifesDeadlineMarginIsItsOwn(t *testing.T) {
 					time.Sleep(time.Millisecond) // virtual: synctest's clock
 					return response(503, ""), nil
 				}
-				select {
-				case <-time.After(800 * time.Millisecond): // virtual: synctest's clock
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				}
-				return nil, syscall.ECONNRESET
+				return hangThenReset(r, 800*time.Millisecond)
 			})
 			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 40, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: JitterNone}}
 			var wg sync.WaitGroup
@@ -463,11 +479,7 @@ func TestHeldLifesDeadlineMarginIsItsOwn(t *testing.T) {
 		})
 		return end, sends
 	}
-	onEnd, onSends := run(StormControl{})
-	offEnd, offSends := run(stormOff)
-	if onEnd > offEnd || len(onSends) > len(offSends) {
-		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
-	}
+	endsNoLaterThanOff(t, run)
 }
 
 // TestOneRetryAfterDoesNotLengthenTheWholeLife: only L's first 503 says
@@ -508,11 +520,7 @@ func TestOneRetryAfterDoesNotLengthenTheWholeLife(t *testing.T) {
 		})
 		return end, sends
 	}
-	onEnd, onSends := run(StormControl{})
-	offEnd, offSends := run(stormOff)
-	if onEnd > offEnd || len(onSends) > len(offSends) {
-		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
-	}
+	endsNoLaterThanOff(t, run)
 }
 
 // TestUntimedRequestsLifeIsNotTimedByOthers: L starts while no host has
@@ -520,44 +528,15 @@ func TestOneRetryAfterDoesNotLengthenTheWholeLife(t *testing.T) {
 // 200 ms, hang 2 s before a reset. Timed by the host's average until its
 // own was known, L's life ended at 53.0 s against plain backoff's 45.0 s.
 func TestUntimedRequestsLifeIsNotTimedByOthers(t *testing.T) {
-	run := func(c StormControl) (end time.Duration, sends []time.Duration) {
-		synctest.Test(t, func(t *testing.T) {
-			log := &sendLog{start: time.Now()}
-			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				if r.Header.Get("X-Who") == "L" {
-					log.note(r)
-					time.Sleep(time.Millisecond) // virtual: synctest's clock
-					return response(503, ""), nil
-				}
-				select {
-				case <-time.After(2 * time.Second): // virtual: synctest's clock
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				}
-				return nil, syscall.ECONNRESET
-			})
-			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				ctx := WithPolicy(context.Background(), Policy{MaxRetries: 5, BaseDelay: 5 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone})
-				callAfter(ctx, tr, 0, "L")
-				end = time.Since(log.start)
-			})
-			for i := range 300 {
-				wg.Go(func() {
-					callAfter(context.Background(), tr, 10*time.Millisecond+time.Duration(i)*200*time.Millisecond, "other")
-				})
-			}
-			wg.Wait()
-			sends = log.sends
-		})
-		return end, sends
+	others := Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}
+	l := Policy{MaxRetries: 5, BaseDelay: 5 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone}
+	var othersAt []time.Duration
+	for i := range 300 {
+		othersAt = append(othersAt, 10*time.Millisecond+time.Duration(i)*200*time.Millisecond)
 	}
-	onEnd, onSends := run(StormControl{})
-	offEnd, offSends := run(stormOff)
-	if onEnd > offEnd || len(onSends) > len(offSends) {
-		t.Errorf("L ended at %v after %d attempts %v; off: at %v after %d %v", onEnd, len(onSends), onSends, offEnd, len(offSends), offSends)
-	}
+	endsNoLaterThanOff(t, func(c StormControl) (time.Duration, []time.Duration) {
+		return fastAmongResets(t, c, others, l, 0, othersAt)
+	})
 }
 
 // TestUntimedLifesEarlyLastRetryIsNotItsLast: every attempt to h hangs 5 s
@@ -571,56 +550,7 @@ func TestUntimedRequestsLifeIsNotTimedByOthers(t *testing.T) {
 // over. Off sends retry 2 at 46 s, after h's return: 200. That early
 // retry is not its last: the next goes in its place, at 46 s.
 func TestUntimedLifesEarlyLastRetryIsNotItsLast(t *testing.T) {
-	const fail, back = 5 * time.Second, 43 * time.Second
-	type res struct {
-		end   time.Duration
-		sends []time.Duration
-		code  int
-		err   error
-	}
-	run := func(c StormControl, p Policy, deadline time.Duration) (r res) {
-		synctest.Test(t, func(t *testing.T) {
-			log := &sendLog{start: time.Now()}
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				log.note(req)
-				if time.Since(log.start) >= back {
-					return response(200, "ok"), nil
-				}
-				select {
-				case <-time.After(fail): // virtual: synctest's clock
-				case <-req.Context().Done():
-					return nil, req.Context().Err()
-				}
-				return nil, syscall.ECONNRESET
-			})
-			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				ctx := WithPolicy(context.Background(), p)
-				if deadline > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, deadline)
-					defer cancel()
-				}
-				req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
-				req.Header.Set("X-Who", "L")
-				resp, err := tr.RoundTrip(req)
-				r.end, r.err = time.Since(log.start), err
-				if err == nil {
-					r.code = resp.StatusCode
-					resp.Body.Close()
-				}
-			})
-			for i := range int(back / (200 * time.Millisecond)) {
-				wg.Go(func() {
-					callAfter(context.Background(), tr, 100*time.Millisecond+time.Duration(i)*200*time.Millisecond, "other")
-				})
-			}
-			wg.Wait()
-			r.sends = log.sends
-		})
-		return r
-	}
+	const back = 43 * time.Second
 	for _, tc := range []struct {
 		name     string
 		p        Policy
@@ -630,9 +560,9 @@ func TestUntimedLifesEarlyLastRetryIsNotItsLast(t *testing.T) {
 		{"MaxRetries 5, deadline 67 s", Policy{MaxRetries: 5, BaseDelay: 12 * time.Second, MaxDelay: time.Minute, Jitter: JitterNone}, 67 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			off := run(stormOff, tc.p, tc.deadline)
+			off := runEarlyEnd(t, stormOff, tc.p, tc.deadline, 0, back, back, "")
 			for name, c := range map[string]StormControl{"on": {}, "on, no budget": {NoBudget: true}} {
-				on := run(c, tc.p, tc.deadline)
+				on := runEarlyEnd(t, c, tc.p, tc.deadline, 0, back, back, "")
 				if off.code == 200 && on.code != 200 {
 					t.Errorf("%s: L ended at %v with %v, attempts at %v; off: %d at %v, attempts at %v", name, on.end, on.err, on.sends, off.code, off.end, off.sends)
 				}

@@ -216,7 +216,7 @@ func slowBody503(d time.Duration) func(*http.Request) (*http.Response, error) {
 	return func(r *http.Request) (*http.Response, error) {
 		pr, pw := io.Pipe()
 		go func() {
-			time.Sleep(d)
+			time.Sleep(d) // virtual: every caller runs in a synctest bubble
 			pw.Write([]byte("x"))
 			pw.Close()
 		}()
