@@ -299,9 +299,11 @@ func heldThenFailingAlone(t *testing.T, retryAfter string) {
 
 // TestDateToldOnlyByARequestThatWaitsForIt: B is answered 503 with a
 // Retry-After, and will not wait for it: it is sent once (WithoutRetries),
-// or its own backoff (10 s) ends past its deadline (5.3 s). So the date
-// does not hold the others. It once held L, whose host was back at 1 s,
-// until the date.
+// its own backoff (10 s) ends past its deadline (5.3 s), or the 90 ms its
+// 503's body takes to drain carries its wait past its deadline (4.35 s).
+// So the date does not hold the others. It once held L, whose host was
+// back at 1 s, until the date (4.35 s when the drain carried B's wait past
+// its deadline: the date was told before the drain).
 func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
 	once := func() (context.Context, context.CancelFunc) {
 		return WithoutRetries(context.Background()), func() {}
@@ -310,21 +312,32 @@ func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5300*time.Millisecond)
 		return WithPolicy(ctx, Policy{MaxRetries: 3, BaseDelay: 10 * time.Second, Jitter: JitterNone}), cancel
 	}
-	t.Run("sent once", func(t *testing.T) { dateToldBy(t, once, "5") })
-	t.Run("backoff past the deadline", func(t *testing.T) { dateToldBy(t, slow, "4") })
+	drainedPast := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4350*time.Millisecond)
+		return WithPolicy(ctx, Policy{MaxRetries: 3, BaseDelay: time.Millisecond, Jitter: JitterNone}), cancel
+	}
+	t.Run("sent once", func(t *testing.T) { dateToldBy(t, once, "5", 0) })
+	t.Run("backoff past the deadline", func(t *testing.T) { dateToldBy(t, slow, "4", 0) })
+	t.Run("drain past the deadline", func(t *testing.T) { dateToldBy(t, drainedPast, "4", 90*time.Millisecond) })
 }
 
-func dateToldBy(t *testing.T, bContext func() (context.Context, context.CancelFunc), retryAfter string) {
+// dateToldBy runs L, C and B, B's 503s telling retryAfter, their bodies
+// taking bodyDelay to arrive.
+func dateToldBy(t *testing.T, bContext func() (context.Context, context.CancelFunc), retryAfter string, bodyDelay time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &sendLog{start: time.Now()}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			resp, _ := upAt(log, time.Second).RoundTrip(r)
 			if r.Header.Get("X-Who") == "B" {
+				if bodyDelay > 0 {
+					resp, _ = slowBody503(bodyDelay)(r)
+				}
 				resp.Header.Set("Retry-After", retryAfter)
 			}
 			return resp, nil
 		})
-		tr := &Transport{Base: base, Policy: Policy{MaxRetries: 6, BaseDelay: 150 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone}}
+		tr := &Transport{Base: base, Policy: Policy{MaxRetries: 6, BaseDelay: 150 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone},
+			Random: func() float64 { return 0 }} // Retry-After spread by nothing: B's wait is 4 s to the nanosecond
 		var wg sync.WaitGroup
 		wg.Go(func() { assert.Equal(t, 200, callL(tr)) })
 		wg.Go(func() { callAfter(context.Background(), tr, 100*time.Millisecond, "C") }) // fails with L

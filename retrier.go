@@ -24,6 +24,7 @@ type retrier struct {
 	ok    bool          // the request ends in the host's answer
 	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
 	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
+	date  time.Time     // the latest Retry-After's date, told to the line once the wait for it starts
 }
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
@@ -81,10 +82,10 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
-	if hasFloor { // only a request that will wait for a date tells it to the line (rule 4)
-		r.st.told(r.m, now.Add(floor))
+	r.prev, r.floor, r.date = wait, floor, time.Time{}
+	if hasFloor {
+		r.date = now.Add(floor)
 	}
-	r.prev, r.floor = wait, floor
 	return wait, StopNone
 }
 
@@ -140,6 +141,9 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	// would now end past the deadline or MaxElapsed is still not started.
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
+	}
+	if !r.date.IsZero() { // only a request that will wait for a date tells it to the line (rule 4)
+		r.st.told(r.m, r.date)
 	}
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
