@@ -106,12 +106,13 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 }
 
 // told records that m's request will wait until date, as a Retry-After
-// said: its retry may be held for that, and until the host answers nothing
-// in line goes earlier (rule 4).
+// said: its retry may be held for that if the host is down (a rate
+// limiter's refusals among answers hold no one), and until the host
+// answers nothing in line goes earlier (rule 4).
 func (h *host) told(m *member, date time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m.toldWait = true
+	m.toldWait = h.silent >= downAfter
 	if h.answers == m.answersSeen { // an answer since its failure cleared the dates told before it
 		h.notBefore = laterOf(h.notBefore, date)
 	}

@@ -17,7 +17,7 @@ type member struct {
 	wake              chan struct{} // nudged when it should look at the host again
 	policy            Policy        // its own, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
-	toldWait          bool          // its latest failure came with a Retry-After
+	toldWait          bool          // its latest failure came with a Retry-After, told while the host answered none of its last downAfter attempts
 	waiting, released bool          // held in line; let go by the line's credit
 	last              bool          // its retry held now is its last: never a probe
 	askBudget         bool          // its retry goes on its own into a host proven down

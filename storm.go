@@ -21,12 +21,13 @@ const DefaultReleaseShare = 0.25
 // request to the same host is retrying too and the host is proven down (it
 // answered none of its last 16 attempts, for at least twice the time a
 // failed attempt takes; once proven, its later outages hold at once), or
-// told the retry by Retry-After to wait; a held retry goes once no other
-// request to the host is retrying. A held request keeps the steps its own
-// backoff would take, drawn as that backoff draws them when the hold first
-// holds it: at each it goes if the host is answering (16 answers in a row,
-// or one within an attempt's time after a step that found it down), and its
-// last goes whatever the host's state, so it ends no later (but for a
+// told the retry by Retry-After to wait while it answered none of them (a
+// rate limiter's refusals among answers hold no one); a held retry goes once
+// no other request to the host is retrying. A held request keeps the steps
+// its own backoff would take, drawn as that backoff draws them when the hold
+// first holds it: at each it goes if the host is answering (16 answers in a
+// row, or one within an attempt's time after a step that found it down), and
+// its last goes whatever the host's state, so it ends no later (but for a
 // Retry-After date told to another request, which it waits out in line) and
 // after no more attempts than without storm control, and after fewer while
 // the host is down; a Retry-After that carries it past that life ends the
