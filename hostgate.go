@@ -114,8 +114,20 @@ func (h *host) told(m *member, date time.Time) {
 	defer h.mu.Unlock()
 	m.toldWait = h.silent >= downAfter
 	if h.answers == m.answersSeen { // an answer since its failure cleared the dates told before it
+		m.date, m.dateAnswers = date, h.answers
 		h.notBefore = laterOf(h.notBefore, date)
 	}
+}
+
+// datesTold returns the latest date told by a request still retrying
+// since the host's latest answer, or zero. h.mu is held.
+func (h *host) datesTold() (latest time.Time) {
+	for _, m := range h.members {
+		if m.dateAnswers == h.answers {
+			latest = laterOf(latest, m.date)
+		}
+	}
+	return latest
 }
 
 // join adds m to the named host's retrying requests, creating its state,
@@ -173,11 +185,7 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, took
 	}
 	if h.silent >= downAfter { // back: every held retry looks whether a step of its found it down
 		h.backAt = now
-		for _, w := range h.members {
-			if w.waiting {
-				w.nudge()
-			}
-		}
+		h.nudgeWaiting()
 	}
 	h.silent, h.run, h.missed, h.pace, h.streak = 0, 0, 0, 0, h.streak+1
 	h.answers++
@@ -286,6 +294,10 @@ func (s *hostSet) leave(m *member) {
 		s.active.Add(-1)
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
+	}
+	if !m.date.IsZero() && !h.notBefore.IsZero() { // its date goes with it (rule 4)
+		h.notBefore = h.datesTold()
+		h.nudgeWaiting()
 	}
 	h.heard(m, time.Now(), false)
 }

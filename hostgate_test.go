@@ -224,6 +224,37 @@ func TestGateRetryAfterHoldsTheLineUntilItsDateOrAnAnswer(t *testing.T) {
 	}
 }
 
+// TestGateDateGoesWithTheRequestThatToldIt: a date told to the line by a
+// request that then ends (its caller cancelled it, say) holds no one: the
+// line's date falls back to the latest told by a request still retrying,
+// and the retries held for it look again at once.
+func TestGateDateGoesWithTheRequestThatToldIt(t *testing.T) {
+	s, ms := failing(3)
+	h := ms[0].h
+	h.told(ms[0], at(5000))
+	h.told(ms[1], at(3000))
+	if !held(h, ms[2], at(50)) {
+		t.Fatal("not held before the dates")
+	}
+	select {
+	case <-ms[2].wake:
+	default:
+	}
+	s.leave(ms[0])
+	if !h.notBefore.Equal(at(3000)) {
+		t.Errorf("date after its teller left: %v, want the other's, 3 s", h.notBefore.Sub(t0))
+	}
+	select {
+	case <-ms[2].wake:
+	default:
+		t.Error("the retry held for the date was not told that it moved")
+	}
+	s.leave(ms[1])
+	if !h.notBefore.IsZero() {
+		t.Errorf("date after both tellers left: %v, want none", h.notBefore.Sub(t0))
+	}
+}
+
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h

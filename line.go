@@ -23,6 +23,8 @@ type member struct {
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	answersSeen       int           // the host's answers at its latest failure
+	date              time.Time     // the latest Retry-After date it told the line
+	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
 
 	drawn    time.Time     // when its life was drawn
@@ -122,6 +124,15 @@ func (h *host) firstWaiting() *member {
 		}
 	}
 	return nil
+}
+
+// nudgeWaiting nudges every retry held in line. h.mu is held.
+func (h *host) nudgeWaiting() {
+	for _, m := range h.members {
+		if m.waiting {
+			m.nudge()
+		}
+	}
 }
 
 // nudgeFirst nudges the oldest retry held in line. h.mu is held.
