@@ -31,6 +31,9 @@ const (
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2
+	// probeOverdue: attempts' time after which a probe's outcome is overdue and counts as failed.
+	// A probe hanging 20 s stalled the line: its others got their 200 at 6.2 s, off 1.4 s; now 1.6 s.
+	probeOverdue = 2
 )
 
 // hostSet holds the state of the hosts that have requests retrying now;
@@ -67,6 +70,7 @@ type host struct {
 	saysWait   bool          // its latest failure came with a Retry-After
 	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
+	probeDue   time.Time     // when its outcome is overdue: it counts as failed
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
 	pace       time.Duration // the wait after the latest failed probe

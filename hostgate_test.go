@@ -255,6 +255,42 @@ func TestGateDateGoesWithTheRequestThatToldIt(t *testing.T) {
 	}
 }
 
+// TestGateOverdueProbeCountsAsFailed: a probe whose outcome has not come
+// within twice the time the host's attempts take (a hung connection)
+// counts as failed, so that the next in line probes at the line's pace
+// rather than at the end of its life; its outcome, when it comes, changes
+// nothing.
+func TestGateOverdueProbeCountsAsFailed(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := []*member{newMember(), newMember(), newMember()}
+	for i, m := range ms {
+		s.failed("h", m, failure{first: true, at: at(10 + i), sent: at(i)}) // attempts of 10 ms
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond}                 // a first step of 50 ms at its mean
+	}
+	h := ms[0].h
+	if held(h, ms[0], at(100)) || h.probing != ms[0] {
+		t.Fatal("the oldest did not probe once fresh requests stopped")
+	}
+	if !held(h, ms[1], at(100)) {
+		t.Fatal("a second probe went while the first one's outcome was awaited")
+	}
+	due := at(120)
+	if send, wake := h.poll(ms[1], at(100)); send || !wake.Equal(due) {
+		t.Errorf("the next held while the probe is out: send %v, wake %v; want a wake when its outcome is overdue, at %v", send, wake.Sub(t0), due.Sub(t0))
+	}
+	next := due.Add(50 * time.Millisecond) // the prober's first step at its mean, as after a failed probe
+	if send, wake := h.poll(ms[1], due); send || !wake.Equal(next) {
+		t.Errorf("the next held once the probe is overdue: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), next.Sub(t0))
+	}
+	if send, _ := h.poll(ms[1], next); !send {
+		t.Error("the next held did not probe after the overdue one")
+	}
+	s.failed("h", ms[0], failure{at: at(20000), sent: at(100)}) // the hung attempt fails at last
+	if h.probing != ms[1] {
+		t.Error("the overdue probe's late outcome ended the next one's probe")
+	}
+}
+
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h

@@ -187,6 +187,9 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	defer h.mu.Unlock()
 	h.live(m)
 	h.release(now)
+	if h.probing != nil && !h.probeDue.IsZero() && !now.Before(h.probeDue) { // a hung probe tells nothing: the line goes on (rule 3)
+		h.heard(h.probing, now, true)
+	}
 	if !m.hard.IsZero() && !now.Before(m.hard) {
 		return false, time.Time{} // the hold ends at the deadline
 	}
@@ -216,13 +219,18 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		return false, earlierOf(h.notBefore, wake)
 	case flowing:
 		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
-	case h.probing != nil, m != h.firstWaiting():
+	case h.probing != nil:
+		return false, earlierOf(h.probeDue, wake)
+	case m != h.firstWaiting():
 		return false, wake
 	case now.Before(h.nextProbe):
 		return false, earlierOf(h.nextProbe, wake)
 	}
 	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-	h.probing = m
+	h.probing, h.probeDue = m, time.Time{}
+	if took := max(h.took.avg, h.answerTook); took > 0 { // unknown: the probe's outcome is awaited
+		h.probeDue = now.Add(probeOverdue * took)
+	}
 	return true, time.Time{}
 }
 

@@ -699,3 +699,65 @@ func TestUntimedLifesExtraRetryWaitsOnlyItsRetryAfter(t *testing.T) {
 		t.Errorf("L ended at %v (%d) after %d attempts %v; off: at %v (%d) after %d %v", on.end, on.code, len(on.sends), on.sends, off.end, off.code, len(off.sends), off.sends)
 	}
 }
+
+// TestHungProbeDoesNotStallTheLine: A, B and C fail together on a host
+// that answers 503 in 1 ms until 1 s, and 200 after; A's attempts from
+// 100 ms hang until their AttemptTimeout (20 s), as on a dead connection.
+// A was the line's probe when its attempt hung, and B and C, held, heard
+// nothing of the host until their lives' ends: 200 at 6.2 s, off 1.4 s. A
+// probe's outcome is now overdue after twice an attempt's time, and counts
+// as failed: the line goes on probing at its pace.
+func TestHungProbeDoesNotStallTheLine(t *testing.T) {
+	on, off := hungProbe(t, StormControl{}), hungProbe(t, stormOff)
+	for _, who := range []string{"B", "C"} {
+		assert.Equal(t, 200, on[who].status, who)
+		assert.LessOrEqual(t, on[who].end, off[who].end*5/4, "%s: on %+v, off %+v", who, on[who], off[who])
+	}
+}
+
+// hungOutcome is how a request of hungProbe ended.
+type hungOutcome struct {
+	end    time.Duration
+	status int
+}
+
+// hungProbe runs TestHungProbeDoesNotStallTheLine's requests with storm.
+func hungProbe(t *testing.T, storm StormControl) map[string]hungOutcome {
+	out := map[string]hungOutcome{}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("X-Who") == "A" && time.Since(start) >= 100*time.Millisecond {
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			if time.Since(start) < time.Second {
+				time.Sleep(time.Millisecond) // virtual: synctest's clock
+				return response(503, ""), nil
+			}
+			return response(200, ""), nil
+		})
+		// MaxElapsed is set so that first attempts are timed.
+		tr := &Transport{Base: base, Storm: storm, AttemptTimeout: 20 * time.Second, MaxElapsed: time.Hour,
+			Policy: Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 10 * time.Second, Jitter: JitterNone}}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, who := range []string{"A", "B", "C"} {
+			wg.Go(func() {
+				req := httptest.NewRequest("GET", "http://h/", nil)
+				req.Header.Set("X-Who", who)
+				resp, err := tr.RoundTrip(req)
+				mu.Lock()
+				defer mu.Unlock()
+				o := hungOutcome{end: time.Since(start)}
+				if err == nil {
+					o.status = resp.StatusCode
+					resp.Body.Close()
+				}
+				out[who] = o
+			})
+		}
+		wg.Wait()
+	})
+	return out
+}
