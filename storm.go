@@ -50,7 +50,10 @@ type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
 	// NoHostGate turns the host gate off: every retry waits its own
-	// backoff and no longer. The budget alone is spent at once by a burst
+	// backoff and no longer. The budget, unless NoBudget is set too, is
+	// then asked about every retry but that of the only request of the
+	// Transport retrying, so a request alone on its host may be refused
+	// when others fail on other hosts; and it is spent at once by a burst
 	// failing together (bench/RESULTS.md: 0.5% of a blip's burst rescued).
 	NoHostGate bool
 	// Budget is a budget to share with other Transports; nil means one of

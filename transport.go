@@ -66,11 +66,13 @@ const DefaultMaxRetryAfter = time.Minute
 //     gate that holds the retries of requests failing together and
 //     returns them at the pace the host answers. It never delays or
 //     refuses a first attempt, a request alone on its host waits exactly
-//     its own backoff, and a held request still sends its last retry when
-//     its own backoff would. A refused retry returns the last outcome at
-//     once (StopBudget); a hold that reaches the deadline returns it then
-//     (StopHostGate). After a hold, as after a wait the deadline cut, a
-//     response that could not be kept comes as an *Error (rule 6).
+//     its own backoff (with the host gate off, the budget alone may refuse
+//     any retry, a lone request's too), and a held request still sends
+//     its last retry when its own backoff would. A refused retry returns
+//     the last outcome at once (StopBudget); a hold that reaches the
+//     deadline returns it then (StopHostGate). After a hold, as after a
+//     wait the deadline cut, a response that could not be kept comes as
+//     an *Error (rule 6).
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
