@@ -265,7 +265,7 @@ func TestGateOverdueProbeCountsAsFailed(t *testing.T) {
 	ms := []*member{newMember(), newMember(), newMember()}
 	for i, m := range ms {
 		s.failed("h", m, failure{first: true, at: at(10 + i), sent: at(i)}) // attempts of 10 ms
-		m.policy = Policy{BaseDelay: 100 * time.Millisecond}                 // a first step of 50 ms at its mean
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond}                // a first step of 50 ms at its mean
 	}
 	h := ms[0].h
 	if held(h, ms[0], at(100)) || h.probing != ms[0] {
