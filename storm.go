@@ -53,8 +53,10 @@ type StormControl struct {
 	// backoff and no longer. The budget, unless NoBudget is set too, is
 	// then asked about every retry but that of the only request of the
 	// Transport retrying, so a request alone on its host may be refused
-	// when others fail on other hosts; and it is spent at once by a burst
-	// failing together (bench/RESULTS.md: 0.5% of a blip's burst rescued).
+	// when others fail on other hosts, or on other Transports sharing the
+	// Budget (a dead host's retries then spend what a flaky host's need);
+	// and it is spent at once by a burst failing together
+	// (bench/RESULTS.md: 0.5% of a blip's burst rescued).
 	NoHostGate bool
 	// Budget is a budget to share with other Transports; nil means one of
 	// this Transport's own with the default numbers.
@@ -72,7 +74,7 @@ type StormState struct {
 	// charged without being asked, or cleared before their waits, have
 	// spent more than it held.
 	BudgetTokens float64
-	Hosts        int // hosts with requests retrying
+	Hosts        int // hosts with requests retrying, zero when the host gate is off
 	Retrying     int // requests retrying
 	Held         int // of those, held by the host gate
 }
