@@ -31,7 +31,7 @@ const (
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2
-	// probeOverdue: attempts' time after which a probe's outcome is overdue and counts as failed.
+	// probeOverdue: times the host's slowest failed attempt, or the prober's first step, after which a probe is overdue.
 	// A probe hanging 20 s stalled the line: its others got their 200 at 6.2 s, off 1.4 s; now 1.6 s.
 	probeOverdue = 2
 )
@@ -70,7 +70,7 @@ type host struct {
 	saysWait   bool          // its latest failure came with a Retry-After
 	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
-	probeDue   time.Time     // when its outcome is overdue: it counts as failed
+	probeDue   time.Time     // when its outcome is overdue: it counts as failed (see probeOverdue)
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
 	pace       time.Duration // the wait after the latest failed probe
@@ -226,14 +226,16 @@ func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// attemptTime is a running average of the time failed attempts take.
+// attemptTime is a running average of the time failed attempts take, and
+// the longest.
 type attemptTime struct {
-	avg   time.Duration
-	timed bool // avg has been measured
+	avg, slowest time.Duration
+	timed        bool // avg has been measured
 }
 
 // note adds an attempt's time to the average.
 func (a *attemptTime) note(took time.Duration) {
+	a.slowest = max(a.slowest, took)
 	if !a.timed {
 		a.avg, a.timed = took, true
 		return

@@ -83,7 +83,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	if send, _ := h.poll(ms[0], stopped); !send {
 		t.Fatal("the oldest held did not probe once fresh requests stopped")
 	}
-	if send, _ := h.poll(ms[1], stopped.Add(time.Second)); send {
+	if send, _ := h.poll(ms[1], stopped.Add(60*time.Millisecond)); send { // overdue only at 100 ms (see probeOverdue)
 		t.Error("a second probe went while the first one's outcome was awaited")
 	}
 	// The probe failed: the next held goes one of its own first backoffs
@@ -110,7 +110,8 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	for i := range downAfter { // failures seen in a row: the budget is asked about retries into the host
 		failAt(s, ms[2], 3+i, 0)
 	}
-	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
+	ms[0].policy = Policy{BaseDelay: 20 * time.Second}
+	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited to the end (its first step is 10 s)
 	last := ms[1]
 	// Drawn at 10 s, its own waits end at 19 s; its backoff would send two
 	// attempts meanwhile, each failing after 500 ms as its own did: one at
@@ -133,6 +134,26 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	}
 	if !last.outlived(at(20_000)) || last.outlived(at(19_999)) {
 		t.Error("outlived does not turn at the end of the request's own backoff")
+	}
+}
+
+// TestGateLifeIsOverOnceItsLastRetryWent: a held request's last retry,
+// sent at the end of its life, is its last however long its attempt takes
+// to fail. The life's end was computed again from the request's attempt
+// times after that failure, and a slow one moved it past the failure: a
+// retry more, and requests on a host whose failures slowed from 10 ms to
+// 2 s ended up to 3.5 s after plain backoff's end.
+func TestGateLifeIsOverOnceItsLastRetryWent(t *testing.T) {
+	s, ms := failing(2)
+	h, m := ms[0].h, ms[1]
+	secs := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	m.drawn, m.own, m.took = at(0), ownSteps{count: 6, cum: []time.Duration{secs(1), secs(2), secs(3), secs(4), secs(5), secs(6)}}, attemptTime{avg: 100 * time.Millisecond, timed: true}
+	if held(h, m, at(6600)) { // 6 s of waits and six attempts of 100 ms
+		t.Fatal("its last retry did not go at the end of its life")
+	}
+	failAt(s, m, 8600, 2*time.Second)
+	if !m.outlived(at(8600)) {
+		t.Errorf("its last attempt, 2 s long, moved the end of its life to %v", m.giveUp.Sub(t0))
 	}
 }
 
@@ -256,10 +277,10 @@ func TestGateDateGoesWithTheRequestThatToldIt(t *testing.T) {
 }
 
 // TestGateOverdueProbeCountsAsFailed: a probe whose outcome has not come
-// within twice the time the host's attempts take (a hung connection)
-// counts as failed, so that the next in line probes at the line's pace
-// rather than at the end of its life; its outcome, when it comes, changes
-// nothing.
+// within twice the slowest failed attempt of the host, or twice its first
+// backoff step (a hung connection), counts as failed, so that the next in
+// line probes at the line's pace rather than at the end of its life; its
+// outcome, when it comes, changes nothing.
 func TestGateOverdueProbeCountsAsFailed(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	ms := []*member{newMember(), newMember(), newMember()}
@@ -274,7 +295,7 @@ func TestGateOverdueProbeCountsAsFailed(t *testing.T) {
 	if !held(h, ms[1], at(100)) {
 		t.Fatal("a second probe went while the first one's outcome was awaited")
 	}
-	due := at(120)
+	due := at(200) // twice its first step, longer than twice its host's slowest attempt, 10 ms
 	if send, wake := h.poll(ms[1], at(100)); send || !wake.Equal(due) {
 		t.Errorf("the next held while the probe is out: send %v, wake %v; want a wake when its outcome is overdue, at %v", send, wake.Sub(t0), due.Sub(t0))
 	}
@@ -288,6 +309,27 @@ func TestGateOverdueProbeCountsAsFailed(t *testing.T) {
 	s.failed("h", ms[0], failure{at: at(20000), sent: at(100)}) // the hung attempt fails at last
 	if h.probing != ms[1] {
 		t.Error("the overdue probe's late outcome ended the next one's probe")
+	}
+}
+
+// TestGateSlowFailureIsNotAnOverdueProbe: once one of the host's attempts
+// has been seen to take 2 s to fail, a probe out for 1 s is not overdue:
+// counted as failed, slow failures sent more probes, whose slow samples
+// lengthened their own lives.
+func TestGateSlowFailureIsNotAnOverdueProbe(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	ms := []*member{newMember(), newMember()}
+	s.failed("h", ms[0], failure{first: true, at: at(2000), sent: at(0)})    // 2 s
+	s.failed("h", ms[1], failure{first: true, at: at(2010), sent: at(2000)}) // 10 ms
+	h := ms[0].h
+	for _, m := range ms {
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond}
+	}
+	if held(h, ms[0], at(6000)) || h.probing != ms[0] {
+		t.Fatal("the oldest did not probe once fresh requests stopped")
+	}
+	if send, wake := h.poll(ms[1], at(7000)); send || !wake.Equal(at(10_000)) {
+		t.Errorf("the next held, the probe out 1 s: send %v, wake %v; want a wake at 10 s, twice the slowest attempt after the probe", send, wake.Sub(t0))
 	}
 }
 

@@ -36,13 +36,15 @@ type member struct {
 	giveUp   time.Time     // when its own backoff sends its last retry
 	atHard   bool          // giveUp is set by the deadline or MaxElapsed, not its steps
 	earlyEnd bool          // its last retry went at a life timed before any of its attempts was
+	lastGone bool          // its last retry went at its life's end, timed: the life is over
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 
 // dropLife forgets m's life, as if it had never been held.
 func (m *member) dropLife() {
-	m.drawn, m.own, m.step, m.downStep, m.floor, m.hard, m.giveUp, m.atHard = time.Time{}, ownSteps{}, 0, time.Time{}, 0, time.Time{}, time.Time{}, false
+	m.drawn, m.own, m.step, m.downStep, m.floor = time.Time{}, ownSteps{}, 0, time.Time{}, 0
+	m.hard, m.giveUp, m.atHard, m.lastGone = time.Time{}, time.Time{}, false, false
 }
 
 // outlived reports whether at now m's life is over.
@@ -105,6 +107,9 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 // live sets m's giveUp from its own attempts' time, early enough
 // for its last retry to fail before the deadline. h.mu is held.
 func (h *host) live(m *member) {
+	if m.lastGone { // its end is reached: a slow last attempt does not lengthen it
+		return
+	}
 	took := m.took.avg
 	if !m.drawn.IsZero() {
 		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, took))
@@ -187,7 +192,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	defer h.mu.Unlock()
 	h.live(m)
 	h.release(now)
-	if h.probing != nil && !h.probeDue.IsZero() && !now.Before(h.probeDue) { // a hung probe tells nothing: the line goes on (rule 3)
+	if h.probing != nil && !now.Before(h.probeDue) { // a hung probe tells nothing: the line goes on (rule 3)
 		h.heard(h.probing, now, true)
 	}
 	if !m.hard.IsZero() && !now.Before(m.hard) {
@@ -209,6 +214,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		return true, time.Time{}
 	case answers, m.outlived(now):
 		m.earlyEnd = m.outlived(now) && !m.took.timed && m.own.count > 0 && !m.atHard // its steps' attempts untimed
+		m.lastGone = m.outlived(now) && !m.earlyEnd
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 		h.nudgeFirst()
 		return true, time.Time{}
@@ -227,10 +233,10 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		return false, earlierOf(h.nextProbe, wake)
 	}
 	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-	h.probing, h.probeDue = m, time.Time{}
-	if took := max(h.took.avg, h.answerTook); took > 0 { // unknown: the probe's outcome is awaited
-		h.probeDue = now.Add(probeOverdue * took)
-	}
+	// Overdue only well past what the host's attempts take: a slow failure
+	// counted as failed would send more probes, whose slow samples lengthen
+	// their own lives (rule 5).
+	h.probing, h.probeDue = m, now.Add(probeOverdue*max(h.took.slowest, h.answerTook, m.policy.Delay(1, 0, 0.5)))
 	return true, time.Time{}
 }
 
