@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,9 +32,6 @@ const (
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2
-	// probeOverdue: times the host's slowest failed attempt, or the prober's first step, after which a probe is overdue.
-	// A probe hanging 20 s stalled the line: its others got their 200 at 6.2 s, off 1.4 s; now 1.6 s.
-	probeOverdue = 2
 )
 
 // hostSet holds the state of the hosts that have requests retrying now;
@@ -53,6 +51,7 @@ type host struct {
 	name       string
 	members    []*member     // the retrying requests, oldest first
 	silent     int           // attempts failed since the latest answer; starts at downAfter
+	downSeen   time.Time     // when the latest failed attempt went
 	run        int           // the same, starting at 0: failures seen
 	streak     int           // attempts answered since the latest failure
 	since      time.Time     // the first failure of the outage under way
@@ -70,7 +69,6 @@ type host struct {
 	saysWait   bool          // its latest failure came with a Retry-After
 	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
-	probeDue   time.Time     // when its outcome is overdue: it counts as failed (see probeOverdue)
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
 	pace       time.Duration // the wait after the latest failed probe
@@ -93,6 +91,8 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.took.note(took)
 	}
 	h.live(m)
+	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
+	m.lastSent, h.downSeen = sent, laterOf(h.downSeen, sent)
 	m.toldWait, m.fromLine, h.saysWait = false, false, f.saysWait
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
 		h.since = f.at
@@ -226,16 +226,14 @@ func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// attemptTime is a running average of the time failed attempts take, and
-// the longest.
+// attemptTime is a running average of the time failed attempts take.
 type attemptTime struct {
-	avg, slowest time.Duration
-	timed        bool // avg has been measured
+	avg   time.Duration
+	timed bool // avg has been measured
 }
 
 // note adds an attempt's time to the average.
 func (a *attemptTime) note(took time.Duration) {
-	a.slowest = max(a.slowest, took)
 	if !a.timed {
 		a.avg, a.timed = took, true
 		return

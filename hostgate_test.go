@@ -28,9 +28,13 @@ func failing(n int) (*hostSet, []*member) {
 // whether the retry waits rather than going at once.
 func held(h *host, m *member, now time.Time) bool {
 	if !h.ask(m, m.last, m.policy, now) {
+		m.goes(now)
 		return false
 	}
 	send, _ := h.poll(m, now)
+	if send {
+		m.goes(now)
+	}
 	return !send
 }
 
@@ -83,7 +87,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	if send, _ := h.poll(ms[0], stopped); !send {
 		t.Fatal("the oldest held did not probe once fresh requests stopped")
 	}
-	if send, _ := h.poll(ms[1], stopped.Add(60*time.Millisecond)); send { // overdue only at 100 ms (see probeOverdue)
+	if send, _ := h.poll(ms[1], stopped.Add(time.Second)); send {
 		t.Error("a second probe went while the first one's outcome was awaited")
 	}
 	// The probe failed: the next held goes one of its own first backoffs
@@ -110,8 +114,7 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	for i := range downAfter { // failures seen in a row: the budget is asked about retries into the host
 		failAt(s, ms[2], 3+i, 0)
 	}
-	ms[0].policy = Policy{BaseDelay: 20 * time.Second}
-	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited to the end (its first step is 10 s)
+	held(h, ms[0], at(10_000)) // the line's probe, its outcome awaited
 	last := ms[1]
 	// Drawn at 10 s, its own waits end at 19 s; its backoff would send two
 	// attempts meanwhile, each failing after 500 ms as its own did: one at
@@ -276,60 +279,46 @@ func TestGateDateGoesWithTheRequestThatToldIt(t *testing.T) {
 	}
 }
 
-// TestGateOverdueProbeCountsAsFailed: a probe whose outcome has not come
-// within twice the slowest failed attempt of the host, or twice its first
-// backoff step (a hung connection), counts as failed, so that the next in
-// line probes at the line's pace rather than at the end of its life; its
-// outcome, when it comes, changes nothing.
-func TestGateOverdueProbeCountsAsFailed(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	ms := []*member{newMember(), newMember(), newMember()}
-	for i, m := range ms {
-		s.failed("h", m, failure{first: true, at: at(10 + i), sent: at(i)}) // attempts of 10 ms
-		m.policy = Policy{BaseDelay: 100 * time.Millisecond}                // a first step of 50 ms at its mean
-	}
-	h := ms[0].h
-	if held(h, ms[0], at(100)) || h.probing != ms[0] {
-		t.Fatal("the oldest did not probe once fresh requests stopped")
-	}
-	if !held(h, ms[1], at(100)) {
-		t.Fatal("a second probe went while the first one's outcome was awaited")
-	}
-	due := at(200) // twice its first step, longer than twice its host's slowest attempt, 10 ms
-	if send, wake := h.poll(ms[1], at(100)); send || !wake.Equal(due) {
-		t.Errorf("the next held while the probe is out: send %v, wake %v; want a wake when its outcome is overdue, at %v", send, wake.Sub(t0), due.Sub(t0))
-	}
-	next := due.Add(50 * time.Millisecond) // the prober's first step at its mean, as after a failed probe
-	if send, wake := h.poll(ms[1], due); send || !wake.Equal(next) {
-		t.Errorf("the next held once the probe is overdue: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), next.Sub(t0))
-	}
-	if send, _ := h.poll(ms[1], next); !send {
-		t.Error("the next held did not probe after the overdue one")
-	}
-	s.failed("h", ms[0], failure{at: at(20000), sent: at(100)}) // the hung attempt fails at last
-	if h.probing != ms[1] {
-		t.Error("the overdue probe's late outcome ended the next one's probe")
-	}
-}
-
-// TestGateSlowFailureIsNotAnOverdueProbe: once one of the host's attempts
-// has been seen to take 2 s to fail, a probe out for 1 s is not overdue:
-// counted as failed, slow failures sent more probes, whose slow samples
-// lengthened their own lives.
-func TestGateSlowFailureIsNotAnOverdueProbe(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	ms := []*member{newMember(), newMember()}
-	s.failed("h", ms[0], failure{first: true, at: at(2000), sent: at(0)})    // 2 s
-	s.failed("h", ms[1], failure{first: true, at: at(2010), sent: at(2000)}) // 10 ms
-	h := ms[0].h
-	for _, m := range ms {
-		m.policy = Policy{BaseDelay: 100 * time.Millisecond}
-	}
-	if held(h, ms[0], at(6000)) || h.probing != ms[0] {
-		t.Fatal("the oldest did not probe once fresh requests stopped")
-	}
-	if send, wake := h.poll(ms[1], at(7000)); send || !wake.Equal(at(10_000)) {
-		t.Errorf("the next held, the probe out 1 s: send %v, wake %v; want a wake at 10 s, twice the slowest attempt after the probe", send, wake.Sub(t0))
+// TestGateHeldStepGoesOnStaleNews: once fresh requests have stopped, a
+// held retry's step goes unless an attempt sent after its own latest has
+// failed since: the host being down is then old news, which alone it would
+// not have. A probe that hung on a dead connection held two requests, whose
+// host was back at 1 s, to their lives' end (200 at 6.2 s, off 1.4 s).
+func TestGateHeldStepGoesOnStaleNews(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failSent int  // when another attempt that failed went, ms; 0: none
+		fresh    bool // fresh requests came every 100 ms, and failed, before its attempt
+		want     bool // the step goes
+	}{
+		{"no failure sent after its own attempt: it goes", 0, false, true},
+		{"another attempt sent after its own failed: it skips the step", 980, false, false},
+		{"fresh requests keep coming: they probe, and it skips the step", 0, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newHostSet(DefaultReleaseShare)
+			a, b, m := newMember(), newMember(), newMember()
+			s.failed("h", a, failure{first: true, at: at(0), sent: at(0)})
+			s.failed("h", b, failure{first: true, at: at(100), sent: at(100)}) // fresh requests 100 ms apart
+			h := a.h
+			if !held(h, a, at(120)) { // ahead of m in line: the line's probe would be a
+				t.Fatal("the oldest went")
+			}
+			for ms := 200; tc.fresh && ms <= 900; ms += 100 {
+				s.failed("h", newMember(), failure{first: true, at: at(ms), sent: at(ms)})
+			}
+			s.failed("h", m, failure{at: at(950), sent: at(950)}) // a retry of a request whose first attempt went long ago
+			m.drawn, m.own, m.step = at(950), ownSteps{count: 2, cum: []time.Duration{60 * time.Millisecond, time.Second}}, 1
+			if !held(h, m, at(950)) {
+				t.Fatal("held retry went")
+			}
+			if tc.failSent > 0 {
+				s.failed("h", b, failure{at: at(tc.failSent + 1), sent: at(tc.failSent)})
+			}
+			if send, _ := h.poll(m, at(1010)); send != tc.want {
+				t.Errorf("at its step: send %v, want %v", send, tc.want)
+			}
+		})
 	}
 }
 
@@ -577,6 +566,7 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 			for _, o := range ms[1:5] { // ahead of m in line: the releases the answers earn go to them
 				held(h, o, at(10_000))
 			}
+			s.failed("h", newMember(), failure{at: at(10_000), sent: at(9_999)}) // news since m's attempt: the host is down
 			h.took = attemptTime{avg: time.Duration(tc.took) * time.Millisecond, timed: true}
 			m.took = h.took
 			// Drawn at 10 s: its own steps come 1 s, 3 s and 6 s of waits later.

@@ -23,6 +23,7 @@ type member struct {
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	answersSeen       int           // the host's answers at its latest failure
+	lastSent          time.Time     // when its latest failed attempt went
 	date              time.Time     // the latest Retry-After date it told the line
 	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
@@ -45,6 +46,17 @@ func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 func (m *member) dropLife() {
 	m.drawn, m.own, m.step, m.downStep, m.floor = time.Time{}, ownSteps{}, 0, time.Time{}, 0
 	m.hard, m.giveUp, m.atHard, m.lastGone = time.Time{}, time.Time{}, false, false
+}
+
+// goes records that m's retry goes at now, held or not: at its life's end,
+// that retry is the life's last (lastGone), unless the life was timed
+// before any of its attempts was (earlyEnd: the next goes in its place
+// once the life, timed at last, is over).
+func (m *member) goes(now time.Time) {
+	if m.outlived(now) {
+		m.earlyEnd = !m.took.timed && m.own.count > 0 && !m.atHard
+		m.lastGone = !m.earlyEnd
+	}
 }
 
 // outlived reports whether at now m's life is over.
@@ -192,9 +204,6 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	defer h.mu.Unlock()
 	h.live(m)
 	h.release(now)
-	if h.probing != nil && !now.Before(h.probeDue) { // a hung probe tells nothing: the line goes on (rule 3)
-		h.heard(h.probing, now, true)
-	}
 	if !m.hard.IsZero() && !now.Before(m.hard) {
 		return false, time.Time{} // the hold ends at the deadline
 	}
@@ -203,8 +212,11 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	// A step that found the host down goes once it answers within an
 	// attempt's time; a life drawn with a Retry-After keeps to the line.
 	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
+	// A step goes when the host answers, or when no attempt sent after the
+	// request's own latest has failed: alone, it would know no more.
+	stale := stepCame && !flowing && !h.downSeen.After(m.lastSent)
 	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
-	answers := back && !now.Before(h.notBefore) && m.floor == 0
+	answers := (back && m.floor == 0 || stale) && !now.Before(h.notBefore)
 	switch {
 	case m.released:
 		m.released, m.askBudget, m.fromLine = false, false, true
@@ -213,8 +225,6 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		m.waiting, m.askBudget, m.fromLine = false, false, false
 		return true, time.Time{}
 	case answers, m.outlived(now):
-		m.earlyEnd = m.outlived(now) && !m.took.timed && m.own.count > 0 && !m.atHard // its steps' attempts untimed
-		m.lastGone = m.outlived(now) && !m.earlyEnd
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
 		h.nudgeFirst()
 		return true, time.Time{}
@@ -225,18 +235,13 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		return false, earlierOf(h.notBefore, wake)
 	case flowing:
 		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
-	case h.probing != nil:
-		return false, earlierOf(h.probeDue, wake)
-	case m != h.firstWaiting():
+	case h.probing != nil, m != h.firstWaiting():
 		return false, wake
 	case now.Before(h.nextProbe):
 		return false, earlierOf(h.nextProbe, wake)
 	}
 	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
-	// Overdue only well past what the host's attempts take: a slow failure
-	// counted as failed would send more probes, whose slow samples lengthen
-	// their own lives (rule 5).
-	h.probing, h.probeDue = m, now.Add(probeOverdue*max(h.took.slowest, h.answerTook, m.policy.Delay(1, 0, 0.5)))
+	h.probing = m
 	return true, time.Time{}
 }
 

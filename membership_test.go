@@ -704,10 +704,9 @@ func TestUntimedLifesExtraRetryWaitsOnlyItsRetryAfter(t *testing.T) {
 // that answers 503 in 1 ms until 1 s, and 200 after; A's attempts from
 // 100 ms hang until their AttemptTimeout (20 s), as on a dead connection.
 // A was the line's probe when its attempt hung, and B and C, held, heard
-// nothing of the host until their lives' ends: 200 at 6.2 s, off 1.4 s. A
-// probe's outcome is now overdue after twice the host's slowest failed
-// attempt or the prober's first step, and counts as failed: the line goes
-// on probing at its pace.
+// nothing of the host until their lives' ends: 200 at 6.2 s, off 1.4 s.
+// Their steps now go on stale news: no attempt sent after their own had
+// failed.
 func TestHungProbeDoesNotStallTheLine(t *testing.T) {
 	on, off := hungProbe(t, StormControl{}), hungProbe(t, stormOff)
 	for _, who := range []string{"B", "C"} {

@@ -26,7 +26,8 @@ const DefaultReleaseShare = 0.25
 // no other request to the host is retrying. A held request keeps the steps
 // its own backoff would take, drawn as that backoff draws them when the hold
 // first holds it: at each it goes if the host is answering (16 answers in a
-// row, or one within an attempt's time after a step that found it down), and
+// row, or one within an attempt's time after a step that found it down), or,
+// once fresh requests stop, if no attempt sent after its own has failed, and
 // its last goes whatever the host's state, so it ends no later (but for a
 // Retry-After date told to another request, which it waits out in line) and
 // after no more attempts than without storm control, and after fewer while
@@ -246,8 +247,9 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	if st.hosts == nil || lim.rest == nil && m.drawn.IsZero() {
 		return false, StopNone
 	}
-	if !m.h.ask(m, lim.rest == nil, lim.policy, time.Now()) {
-		return false, st.recheckBudget(m, time.Now())
+	if now := time.Now(); !m.h.ask(m, lim.rest == nil, lim.policy, now) {
+		m.goes(now)
+		return false, st.recheckBudget(m, now)
 	}
 	if !m.drawn.IsZero() && lim.floor > m.floor && !m.last {
 		st.drawLife(m, lim)
@@ -261,6 +263,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 		send, wake := m.h.poll(m, now)
 		if send {
 			if stop := st.recheckBudget(m, now); stop == StopNone || m.outlived(now) {
+				m.goes(now)
 				return true, stop
 			}
 			m.h.refused(m, now) // the line's probe waits for a token, in line
