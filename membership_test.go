@@ -761,3 +761,70 @@ func hungProbe(t *testing.T, storm StormControl) map[string]hungOutcome {
 	})
 	return out
 }
+
+// TestLastRetrySentAloneEndsTheLife: L, held while B retries, is alone on
+// its host once B gives up at 3.5 s, and keeps its life, its own waits cut
+// to end with it. Its retry at the life's end, into a host whose 503s now
+// take 2 s, is its last: timed again by that slow attempt, the life once
+// sent two retries more, and L ended at 14.1 s where plain backoff ended
+// it at 8.1 s. Fresh one-shot requests keep coming until B gives up, so
+// that the line does not probe.
+func TestLastRetrySentAloneEndsTheLife(t *testing.T) {
+	on, off := lastRetrySentAlone(t, StormControl{}), lastRetrySentAlone(t, stormOff)
+	if on.end > off.end || len(on.sends) > len(off.sends) {
+		t.Errorf("L ended at %v after %v; off at %v after %v", on.end, on.sends, off.end, off.sends)
+	}
+}
+
+// aloneOutcome is when L of lastRetrySentAlone ended, and its attempts.
+type aloneOutcome struct {
+	end   time.Duration
+	sends []time.Duration
+}
+
+// lastRetrySentAlone runs TestLastRetrySentAloneEndsTheLife's requests.
+func lastRetrySentAlone(t *testing.T, storm StormControl) (o aloneOutcome) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("X-Who") == "L" {
+				mu.Lock()
+				o.sends = append(o.sends, time.Since(start))
+				mu.Unlock()
+			}
+			if time.Since(start) >= 6*time.Second {
+				time.Sleep(2 * time.Second) // virtual: synctest's clock
+			} else {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return response(503, ""), nil
+		})
+		// MaxElapsed is set so that first attempts are timed.
+		tr := &Transport{Base: base, Storm: storm, MaxElapsed: time.Hour, Policy: Policy{MaxRetries: NoRetries}}
+		const bWait = 3490 * time.Millisecond
+		call := func(p Policy, who string) {
+			req := httptest.NewRequest("GET", "http://h/", nil).WithContext(WithPolicy(context.Background(), p))
+			req.Header.Set("X-Who", who)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { call(Policy{MaxRetries: 1, BaseDelay: bWait, MaxDelay: bWait, Jitter: JitterNone}, "B") })
+		wg.Go(func() {
+			time.Sleep(time.Millisecond)
+			call(Policy{MaxRetries: 6, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: JitterNone}, "L")
+			o.end = time.Since(start)
+		})
+		wg.Go(func() {
+			time.Sleep(3 * time.Millisecond)
+			for time.Since(start) < bWait {
+				call(Policy{MaxRetries: NoRetries}, "fresh")
+				time.Sleep(time.Millisecond)
+			}
+		})
+		wg.Wait()
+	})
+	return o
+}
