@@ -24,6 +24,7 @@ type member struct {
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	answersSeen       int           // the host's answers at its latest failure
 	lastSent          time.Time     // when its latest failed attempt went
+	toTell            time.Time     // the Retry-After date it will tell the line once its wait starts
 	date              time.Time     // the latest Retry-After date it told the line
 	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)

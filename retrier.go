@@ -24,7 +24,6 @@ type retrier struct {
 	ok    bool          // the request ends in the host's answer
 	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
 	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
-	date  time.Time     // the latest Retry-After's date, told to the line once the wait for it starts
 }
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
@@ -82,9 +81,9 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
-	r.prev, r.floor, r.date = wait, floor, time.Time{}
-	if hasFloor {
-		r.date = now.Add(floor)
+	r.prev, r.floor, r.m.toTell = wait, floor, time.Time{}
+	if hasFloor { // kept in m, not r: r stays small on the success path
+		r.m.toTell = now.Add(floor)
 	}
 	return wait, StopNone
 }
@@ -142,8 +141,8 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	if !r.date.IsZero() { // only a request that will wait for a date tells it to the line (rule 4)
-		r.st.told(r.m, r.date)
+	if !r.m.toTell.IsZero() { // only a request that will wait for a date tells it to the line (rule 4)
+		r.st.told(r.m, r.m.toTell)
 	}
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
