@@ -9,15 +9,16 @@ import (
 // each goes (docs/storm-control.md rules 2 to 5).
 
 // member is one retrying request of a host. Its life (drawn, own, step,
-// downStep, floor, hard, giveUp; see docs/storm-control.md rule 5) is
-// drawn at its first hold and written only by its request's goroutine,
-// as are askBudget and toldWait; the rest is shared under h.mu.
+// downStep, floor, hard, giveUp, lastGone, earlyEnd; see
+// docs/storm-control.md rule 5) is drawn at its first hold and written
+// only by its request's goroutine, as are askBudget, toldWait, lastSent
+// and toTell; the rest is shared under h.mu.
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
 	policy            Policy        // its own, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
-	toldWait          bool          // its latest failure came with a Retry-After, told while the host answered none of its last downAfter attempts
+	toldWait          bool          // its latest failure came with a Retry-After while the host was down
 	waiting, released bool          // held in line; let go by the line's credit
 	last              bool          // its retry held now is its last: never a probe
 	askBudget         bool          // its retry goes on its own into a host proven down
@@ -210,11 +211,12 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	}
 	down, flowing := h.provenDown(now), h.flowing(now)
 	stepCame, nextStep := h.stepCame(m, now)
-	// A step that found the host down goes once it answers within an
-	// attempt's time; a life drawn with a Retry-After keeps to the line.
+	// A step goes when the host answers: 16 answers in a row, or, for a
+	// step that found it down, one within an attempt's time; a life drawn
+	// with a Retry-After keeps to the line. Any step also goes, once fresh
+	// requests stop, when no attempt sent after the request's own latest
+	// has failed: alone, it would know no more (rule 5).
 	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
-	// A step goes when the host answers, or when no attempt sent after the
-	// request's own latest has failed: alone, it would know no more.
 	stale := stepCame && !flowing && !h.downSeen.After(m.lastSent)
 	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
 	answers := (back && m.floor == 0 || stale) && !now.Before(h.notBefore)
