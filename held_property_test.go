@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -28,10 +27,7 @@ import (
 // many seeds each runs.
 func TestHeldRequestEndsNoLaterThanWithoutStormControl(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
-	seeds := 400
-	if s := os.Getenv("HTTPRETRY_PROPERTY_SEEDS"); s != "" {
-		seeds, _ = strconv.Atoi(s)
-	}
+	seeds := propertySeeds(400)
 	for name, lFast := range map[string]bool{"same attempt times": false, "different attempt times": true} {
 		t.Run(name, func(t *testing.T) {
 			for seed := 1; seed <= seeds && !t.Failed(); seed++ {

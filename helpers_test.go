@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,3 +147,12 @@ func (b *failingBody) Close() error { b.closes.Add(1); return nil }
 
 // noWait is a Policy without waits, for tests about what is retried.
 var noWait = Policy{BaseDelay: -1}
+
+// propertySeeds returns how many random seeds a property test runs:
+// HTTPRETRY_PROPERTY_SEEDS when it is set to a number, def otherwise.
+func propertySeeds(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("HTTPRETRY_PROPERTY_SEEDS")); err == nil {
+		return n
+	}
+	return def
+}

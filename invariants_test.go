@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,10 +31,7 @@ import (
 // how many seeds it runs.
 func TestEveryRequestKeepsItsContractUnderRandomTraffic(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
-	seeds := 150
-	if s := os.Getenv("HTTPRETRY_PROPERTY_SEEDS"); s != "" {
-		seeds, _ = strconv.Atoi(s)
-	}
+	seeds := propertySeeds(150)
 	for seed := uint64(1); seed <= uint64(seeds) && !t.Failed(); seed++ {
 		runTraffic(t, seed)
 	}
