@@ -92,7 +92,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 	h.live(m)
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
-	m.lastSent, h.downSeen = sent, laterOf(h.downSeen, sent)
+	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
 	m.toldWait, m.fromLine, h.saysWait = false, false, f.saysWait
 	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
 		h.since = f.at

@@ -287,13 +287,14 @@ func TestGateDateGoesWithTheRequestThatToldIt(t *testing.T) {
 func TestGateHeldStepGoesOnStaleNews(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		failSent int  // when another attempt that failed went, ms; 0: none
-		fresh    bool // fresh requests came every 100 ms, and failed, before its attempt
-		want     bool // the step goes
+		failSent []int  // when other attempts that failed went, ms, each failing 1 ms later
+		fresh    bool   // fresh requests came every 100 ms, and failed, before its attempt
+		want     []bool // whether its steps at 1,010 and 1,450 ms go
 	}{
-		{"no failure sent after its own attempt: it goes", 0, false, true},
-		{"another attempt sent after its own failed: it skips the step", 980, false, false},
-		{"fresh requests keep coming: they probe, and it skips the step", 0, true, false},
+		{"no failure sent after its own attempt: it goes", nil, false, []bool{true}},
+		{"another attempt sent after its own failed: it skips the step, and goes at the next", []int{980}, false, []bool{false, true}},
+		{"another failed after the step it skipped: it skips the next too", []int{980, 1200}, false, []bool{false, false}},
+		{"fresh requests keep coming: they probe, and it skips the steps", nil, true, []bool{false, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
@@ -308,15 +309,19 @@ func TestGateHeldStepGoesOnStaleNews(t *testing.T) {
 				s.failed("h", newMember(), failure{first: true, at: at(ms), sent: at(ms)})
 			}
 			s.failed("h", m, failure{at: at(950), sent: at(950)}) // a retry of a request whose first attempt went long ago
-			m.drawn, m.own, m.step = at(950), ownSteps{count: 2, cum: []time.Duration{60 * time.Millisecond, time.Second}}, 1
+			m.drawn, m.own, m.step = at(950), ownSteps{count: 3, cum: []time.Duration{60 * time.Millisecond, 500 * time.Millisecond, time.Second}}, 1
 			if !held(h, m, at(950)) {
 				t.Fatal("held retry went")
 			}
-			if tc.failSent > 0 {
-				s.failed("h", b, failure{at: at(tc.failSent + 1), sent: at(tc.failSent)})
-			}
-			if send, _ := h.poll(m, at(1010)); send != tc.want {
-				t.Errorf("at its step: send %v, want %v", send, tc.want)
+			fails := tc.failSent
+			for i, step := range []int{1010, 1450}[:len(tc.want)] {
+				for len(fails) > 0 && fails[0] < step {
+					s.failed("h", b, failure{at: at(fails[0] + 1), sent: at(fails[0])})
+					fails = fails[1:]
+				}
+				if send, _ := h.poll(m, at(step)); send != tc.want[i] {
+					t.Fatalf("at its step at %d ms: send %v, want %v", step, send, tc.want[i])
+				}
 			}
 		})
 	}
@@ -557,7 +562,7 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 		{"an answer within an attempt's time after its step into a host that was down: it goes then", 300, false, []int{11_400}, 0, []int{11_300, 11_400}, 1},
 		{"answers later than that: it waits for its next step", 300, false, inARow(11_700), 0, []int{11_300, 11_800, 13_599, 13_600}, 3},
 		{"a host that sheds gives no such time: it waits for its next step", 300, true, inARow(11_400), 0, []int{11_300, 11_500, 13_600}, 2},
-		{"a life drawn with a Retry-After keeps to the line", 0, false, inARow(10_300), time.Second, []int{11_000, 13_000}, -1},
+		{"a life drawn with a Retry-After keeps to the line", 0, false, inARow(10_300), time.Second, []int{11_000}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(6)

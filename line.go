@@ -11,7 +11,7 @@ import (
 // member is one retrying request of a host. Its life (drawn, own, step,
 // downStep, floor, hard, giveUp, lastGone, earlyEnd; see
 // docs/storm-control.md rule 5) is drawn at its first hold and written
-// only by its request's goroutine, as are askBudget, toldWait, lastSent
+// only by its request's goroutine, as are askBudget, toldWait, downNews
 // and toTell; the rest is shared under h.mu.
 type member struct {
 	h                 *host
@@ -24,7 +24,7 @@ type member struct {
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	answersSeen       int           // the host's answers at its latest failure
-	lastSent          time.Time     // when its latest failed attempt went
+	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toTell            time.Time     // the Retry-After date it will tell the line once its wait starts
 	date              time.Time     // the latest Retry-After date it told the line
 	dateAnswers       int           // the host's answers when it told date: an answer since clears it
@@ -214,10 +214,14 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	// A step goes when the host answers: 16 answers in a row, or, for a
 	// step that found it down, one within an attempt's time; a life drawn
 	// with a Retry-After keeps to the line. Any step also goes, once fresh
-	// requests stop, when no attempt sent after the request's own latest
-	// has failed: alone, it would know no more (rule 5).
+	// requests stop, when no attempt sent after the request's own latest,
+	// or after the one its previous step skipped for, has failed: alone, it
+	// would know no more (rule 5).
 	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
-	stale := stepCame && !flowing && !h.downSeen.After(m.lastSent)
+	stale := stepCame && !flowing && !h.downSeen.After(m.downNews)
+	if stepCame { // news a step skips for stands for the attempt it skipped: it holds one step, not the next
+		m.downNews = laterOf(m.downNews, h.downSeen)
+	}
 	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
 	answers := (back && m.floor == 0 || stale) && !now.Before(h.notBefore)
 	switch {
