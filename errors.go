@@ -8,8 +8,9 @@ import (
 
 // ErrAttemptTimeout is the cause of an attempt cut short by
 // Transport.AttemptTimeout. Such an attempt is retried; when it was the last
-// one, the returned error wraps both ErrAttemptTimeout and the base
-// transport's error. It is a timeout: its Timeout method reports true, so
+// one, the returned error wraps ErrAttemptTimeout, and the base transport's
+// error too when that is another (net/http's Transport returns the cause
+// itself). It is a timeout: its Timeout method reports true, so
 // that os.IsTimeout and net.Error callers see it as one.
 var ErrAttemptTimeout error = attemptTimeout{}
 
@@ -54,7 +55,10 @@ const (
 	// a later one or a wait it is StopDeadline, during a hold StopHostGate).
 	StopCanceled
 	// StopRewind: the request body could not be produced again
-	// (Request.GetBody failed).
+	// (Request.GetBody failed, or returned a nil body). The last outcome is
+	// returned as for any retry not sent: a response as it is, the
+	// GetBody error then reported nowhere else; an *Error that joins the
+	// GetBody error to the last attempt's.
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// unreadable body).
@@ -127,8 +131,12 @@ type Error struct {
 }
 
 // Error formats as "httpretry: giving up after 6 attempts: retries
-// exhausted: <cause>".
+// exhausted: <cause>", or, when nothing was sent, as "httpretry: nothing
+// sent: invalid request: <cause>".
 func (e *Error) Error() string {
+	if e.Attempts == 0 {
+		return fmt.Sprintf("httpretry: nothing sent: %s: %v", e.Reason, e.Err)
+	}
 	noun := "attempts"
 	if e.Attempts == 1 {
 		noun = "attempt"

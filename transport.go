@@ -26,7 +26,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     attempt number (see Attempt). A first attempt that needs no new body
 //     and no AttemptTimeout sends the caller's request itself, as a plain
 //     base transport would be given it.
-//  3. The caller's request body is closed exactly once, on every path.
+//  3. The caller's request body is closed exactly once, on every path that
+//     returns: a panic in Base or a callback unwinds past it, as it does
+//     through net/http's Client, and leaves the body to Base.
 //  4. An outcome is retried only when the Classifier calls it retryable and
 //     the request may be replayed: its method is idempotent (GET, HEAD,
 //     OPTIONS, TRACE, PUT, DELETE), it carries an Idempotency-Key or

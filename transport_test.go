@@ -142,6 +142,11 @@ func TestNonRetryableErrorIsWrappedOnce(t *testing.T) {
 	assert.Equal(t, "httpretry: giving up after 1 attempt: not retryable: unsupported protocol scheme", err.Error())
 }
 
+func TestNothingSentSaysSo(t *testing.T) {
+	_, err := (&Transport{Base: newScripted()}).RoundTrip(&http.Request{Method: "GET", Header: http.Header{}})
+	assert.EqualError(t, err, "httpretry: nothing sent: invalid request: httpretry: nil Request.URL")
+}
+
 func TestPostIsNotRetriedBlindly(t *testing.T) {
 	tests := []struct {
 		name   string
