@@ -289,12 +289,14 @@ func TestGateHeldStepGoesOnStaleNews(t *testing.T) {
 		name     string
 		failSent []int  // when other attempts that failed went, ms, each failing 1 ms later
 		fresh    bool   // fresh requests came every 100 ms, and failed, before its attempt
+		answered int    // when a fresh request was answered, ms; 0: none
 		want     []bool // whether its steps at 1,010 and 1,450 ms go
 	}{
-		{"no failure sent after its own attempt: it goes", nil, false, []bool{true}},
-		{"another attempt sent after its own failed: it skips the step, and goes at the next", []int{980}, false, []bool{false, true}},
-		{"another failed after the step it skipped: it skips the next too", []int{980, 1200}, false, []bool{false, false}},
-		{"fresh requests keep coming: they probe, and it skips the steps", nil, true, []bool{false, false}},
+		{"no failure sent after its own attempt: it goes", nil, false, 0, []bool{true}},
+		{"another attempt sent after its own failed: it skips the step, and goes at the next", []int{980}, false, 0, []bool{false, true}},
+		{"another failed after the step it skipped: it skips the next too", []int{980, 1200}, false, 0, []bool{false, false}},
+		{"fresh requests keep coming: they probe, and it skips the steps", nil, true, 0, []bool{false, false}},
+		{"fresh requests keep coming, answered since the latest failure: it goes", nil, true, 1000, []bool{true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
@@ -312,6 +314,9 @@ func TestGateHeldStepGoesOnStaleNews(t *testing.T) {
 			m.drawn, m.own, m.step = at(950), ownSteps{count: 3, cum: []time.Duration{60 * time.Millisecond, 500 * time.Millisecond, time.Second}}, 1
 			if !held(h, m, at(950)) {
 				t.Fatal("held retry went")
+			}
+			if tc.answered > 0 {
+				h.answered(at(tc.answered), nil, true, s.share, 0)
 			}
 			fails := tc.failSent
 			for i, step := range []int{1010, 1450}[:len(tc.want)] {

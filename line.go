@@ -213,12 +213,13 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	stepCame, nextStep := h.stepCame(m, now)
 	// A step goes when the host answers: 16 answers in a row, or, for a
 	// step that found it down, one within an attempt's time; a life drawn
-	// with a Retry-After keeps to the line. Any step also goes, once fresh
-	// requests stop, when no attempt sent after the request's own latest,
-	// or after the one its previous step skipped for, has failed: alone, it
-	// would know no more (rule 5).
+	// with a Retry-After keeps to the line. A step also goes when no attempt
+	// sent after the request's own latest, or after the one its previous
+	// step skipped for, has failed, once fresh requests stop or, but for a
+	// Retry-After's life, the host has answered since: alone, it would know
+	// no more (rule 5).
 	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
-	stale := stepCame && !flowing && !h.downSeen.After(m.downNews)
+	stale := stepCame && (!flowing || h.streak > 0 && m.floor == 0) && !h.downSeen.After(m.downNews)
 	if stepCame { // news a step skips for stands for the attempt it skipped: it holds one step, not the next
 		m.downNews = laterOf(m.downNews, h.downSeen)
 	}

@@ -27,8 +27,9 @@ const DefaultReleaseShare = 0.25
 // its own backoff would take, drawn as that backoff draws them when the hold
 // first holds it: at each it goes if the host is answering (16 answers in a
 // row, or one within an attempt's time after a step that found it down), or,
-// once fresh requests stop, if no attempt sent after its own (or after the
-// one it last skipped a step for) has failed, and its last goes whatever the host's state, so it ends no later (but for a
+// if no attempt sent after its own (or after the one it last skipped a step
+// for) has failed, once fresh requests stop or the host answered since, and
+// its last goes whatever the host's state, so it ends no later (but for a
 // Retry-After date told to another request, which it waits out in line) and
 // after no more attempts than without storm control, and after fewer while
 // the host is down; a Retry-After that carries it past that life ends the
