@@ -840,7 +840,11 @@ func TestFleetOutage(t *testing.T) {
 	on = runFleet(t, sc, StormControl{}).metrics()
 	off = runFleet(t, sc, stormOff).metrics()
 	t.Logf("on:  %v\noff: %v", on, off)
-	if on.outageLoad > 2.2 || on.peakAfter > 0.7*off.peakAfter || on.success < off.success {
+	// Peak after: 3.4-4.1x of capacity over 60 runs, off 5.29x; 3.1-3.3x
+	// before a held step went on the host's answers while fresh requests
+	// came, which a single client's rescues needed (docs/storm-control.md,
+	// rule 5), hence 0.8 of off's where it was 0.7.
+	if on.outageLoad > 2.2 || on.peakAfter > 0.8*off.peakAfter || on.success < off.success {
 		t.Errorf("with storm control: load in outage %.2fx, peak after %.2fx, success %.1f%%", on.outageLoad, on.peakAfter, 100*on.success)
 	}
 	if off.outageLoad < 4 {
