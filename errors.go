@@ -56,9 +56,9 @@ const (
 	StopCanceled
 	// StopRewind: the request body could not be produced again
 	// (Request.GetBody failed, or returned a nil body). The last outcome is
-	// returned as for any retry not sent: a response as it is, the
-	// GetBody error then reported nowhere else; an *Error that joins the
-	// GetBody error to the last attempt's.
+	// returned as for any retry not sent: the last response as it is (the
+	// GetBody error is then not reported), or an *Error that joins the
+	// GetBody error to the last attempt's error.
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// unreadable body).
