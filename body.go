@@ -43,7 +43,7 @@ const maxHintChunk = 64 << 20
 
 // errGetBodyNil reports a Request.GetBody that returned neither a body nor
 // an error.
-var errGetBodyNil = errors.New("httpretry: Request.GetBody returned a nil body")
+var errGetBodyNil = errors.New("GetBody returned a nil body")
 
 // bodyKind says how each attempt gets its request body.
 type bodyKind int
@@ -96,12 +96,12 @@ func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 	}
 	chunks, size, err := readChunks(req.Body, limit, req.ContentLength)
 	if !stop() { // the context ended: the body is closed, whatever was read
-		err = fmt.Errorf("httpretry: reading request body: %w", ctx.Err())
+		err = fmt.Errorf("reading request body: %w", ctx.Err())
 		return requestBody{}, &Error{Reason: StopCanceled, Err: err}
 	}
 	if err != nil {
 		req.Body.Close()
-		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("httpretry: reading request body: %w", err)}
+		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("reading request body: %w", err)}
 	}
 	if size > limit {
 		prefix := &chunkReader{chunks: chunks}

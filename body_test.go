@@ -152,7 +152,7 @@ func TestBodyReadErrorSendsNothing(t *testing.T) {
 	base := newScripted(status(200))
 	_, err := (&Transport{Base: base}).RoundTrip(req)
 	assert.ErrorIs(t, err, errBodyRead)
-	assert.ErrorContains(t, err, "httpretry: reading request body")
+	assert.EqualError(t, err, "httpretry: nothing sent: invalid request: reading request body: disk on fire")
 	var rerr *Error
 	require.True(t, errors.As(err, &rerr))
 	assert.Equal(t, StopInvalid, rerr.Reason)

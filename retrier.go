@@ -272,7 +272,7 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 // attempt n: the retry is not sent, and the last outcome is returned as for
 // any retry not sent, the rewind's error joined to a last error.
 func (r *retrier) rewindFailed(ev RetryEvent, last lastOutcome, n int, err error) (*http.Response, error) {
-	err = fmt.Errorf("httpretry: rewinding request body: %w", err)
+	err = fmt.Errorf("rewinding request body: %w", err)
 	if n == 1 {
 		return r.end(nil, &Error{Reason: StopRewind, Err: err})
 	}
@@ -343,7 +343,7 @@ func endedBy(ctx context.Context) error {
 
 // errLastNotKept is the cause given for a last response that could not be
 // returned: its body was too long, or too slow, to keep in memory.
-var errLastNotKept = errors.New("httpretry: last response not kept (body over 64 KiB or slower than 100 ms)")
+var errLastNotKept = errors.New("last response not kept (body over 64 KiB or slower than 100 ms)")
 
 // addCapped returns t+d, d capped at a century so that t+d cannot overflow.
 func addCapped(t time.Time, d time.Duration) time.Time {

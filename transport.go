@@ -308,10 +308,10 @@ func (t *Transport) giveUp(e RetryEvent, stop StopReason) {
 func checkRequest(req *http.Request) error {
 	switch {
 	case req == nil:
-		return &Error{Reason: StopInvalid, Err: errors.New("httpretry: nil Request")}
+		return &Error{Reason: StopInvalid, Err: errors.New("nil Request")}
 	case req.URL == nil:
 		closeRequestBody(req)
-		return &Error{Reason: StopInvalid, Err: errors.New("httpretry: nil Request.URL")}
+		return &Error{Reason: StopInvalid, Err: errors.New("nil Request.URL")}
 	case req.Context().Err() != nil:
 		closeRequestBody(req)
 		return &Error{Reason: StopCanceled, Err: req.Context().Err()}

@@ -144,7 +144,7 @@ func TestNonRetryableErrorIsWrappedOnce(t *testing.T) {
 
 func TestNothingSentSaysSo(t *testing.T) {
 	_, err := (&Transport{Base: newScripted()}).RoundTrip(&http.Request{Method: "GET", Header: http.Header{}})
-	assert.EqualError(t, err, "httpretry: nothing sent: invalid request: httpretry: nil Request.URL")
+	assert.EqualError(t, err, "httpretry: nothing sent: invalid request: nil Request.URL")
 }
 
 func TestPostIsNotRetriedBlindly(t *testing.T) {
