@@ -94,7 +94,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
 	m.toldWait, m.fromLine, h.saysWait = false, false, f.saysWait
-	if h.silent == 0 && !h.proven { // the first failure after an answer: an outage begins
+	if h.silent == 0 { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}
 	h.silent, h.run, h.streak = h.silent+1, h.run+1, 0
@@ -110,9 +110,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 }
 
 // told records that m's request will wait until date, as a Retry-After
-// said: its retry may be held for that if the host is down (a rate
-// limiter's refusals among answers hold no one), and until the host
-// answers nothing in line goes earlier (rule 4).
+// said: a hold for it if the host is down (rule 1), a date for the line (rule 4).
 func (h *host) told(m *member, date time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -121,17 +119,6 @@ func (h *host) told(m *member, date time.Time) {
 		m.date, m.dateAnswers = date, h.answers
 		h.notBefore = laterOf(h.notBefore, date)
 	}
-}
-
-// datesTold returns the latest date told by a request still retrying
-// since the host's latest answer, or zero. h.mu is held.
-func (h *host) datesTold() (latest time.Time) {
-	for _, m := range h.members {
-		if m.dateAnswers == h.answers {
-			latest = laterOf(latest, m.date)
-		}
-	}
-	return latest
 }
 
 // join adds m to the named host's retrying requests, creating its state,
@@ -153,29 +140,22 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 // it never failed) whose attempt went at sent (zero when not known). A
 // host without state costs one atomic load.
 func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
-	if (m == nil || m.h == nil) && s.active.Load() == 0 {
-		return
-	}
-	s.answeredBy(name, m, first, sent)
-}
-
-func (s *hostSet) answeredBy(name string, m *member, first bool, sent time.Time) {
 	var h *host
-	if m != nil {
+	if m != nil { // a member has its host's state (join)
 		h = m.h
-	}
-	if h == nil {
+	} else if s.active.Load() > 0 {
 		s.mu.RLock()
 		h = s.m[name]
 		s.mu.RUnlock()
 	}
-	if h != nil {
-		now, took := time.Now(), time.Duration(0)
-		if !sent.IsZero() {
-			took = max(now.Sub(sent), 0)
-		}
-		h.answered(now, m, first, s.share, took)
+	if h == nil {
+		return
 	}
+	now, took := time.Now(), time.Duration(0)
+	if !sent.IsZero() {
+		took = max(now.Sub(sent), 0)
+	}
+	h.answered(now, m, first, s.share, took)
 }
 
 // answered records at now an answer to an attempt that took took (zero
@@ -241,19 +221,8 @@ func (a *attemptTime) note(took time.Duration) {
 	a.avg += (took - a.avg) / tookWeight
 }
 
-// lifeInputs returns what m's life is drawn from: how long its own
-// attempts take (see member.took), and whether the host still says Retry-After: its
-// latest failure came with one.
-func (h *host) lifeInputs(m *member) (took time.Duration, saysWait bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return m.took.avg, h.saysWait
-}
-
 // budgetView reports at now whether a retry into the host is charged to
-// the budget, and whether the budget is asked about it: asked as
-// asksBudget says, and charged when asked or when the host answers and
-// the request is not alone on it (docs/storm-control.md rule 7).
+// the budget, and whether the budget is asked about it (rule 7).
 func (h *host) budgetView(now time.Time) (charged, asks bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -262,18 +231,15 @@ func (h *host) budgetView(now time.Time) (charged, asks bool) {
 }
 
 // asksBudget reports whether the budget is asked about retries into the
-// host, proven down or not: only while another request to it is retrying
-// and downAfter attempts in a row have been seen to fail, not counting the
-// down start of a new state. h.mu is held.
+// host, proven down or not; run does not count a new state's down start.
+// h.mu is held.
 func (h *host) asksBudget(proven bool) bool {
 	return proven && h.run >= downAfter && len(h.members) > 1
 }
 
-// provenDown reports whether at now the host is down and proven so: an
-// attempt has been timed and the outage is provenAfter attempts' time old.
-// Once an outage of downAfter failures is proven the state stays proven,
-// so that a later outage, such as the host shedding after its return,
-// holds at once (rule 1). h.mu is held.
+// provenDown reports whether at now the host is down and proven so; once
+// an outage of downAfter failures is proven, the state stays proven (rule
+// 1). h.mu is held.
 func (h *host) provenDown(now time.Time) bool {
 	if h.silent < downAfter {
 		return false
@@ -300,7 +266,12 @@ func (s *hostSet) leave(m *member) {
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
 	}
 	if !m.date.IsZero() && !h.notBefore.IsZero() { // its date goes with it (rule 4)
-		h.notBefore = h.datesTold()
+		h.notBefore = time.Time{}
+		for _, o := range h.members {
+			if o.dateAnswers == h.answers {
+				h.notBefore = laterOf(h.notBefore, o.date)
+			}
+		}
 		h.nudgeWaiting()
 	}
 	h.heard(m, time.Now(), false)

@@ -8,11 +8,9 @@ import (
 // The line: a host's held requests, oldest first, and the rules by which
 // each goes (docs/storm-control.md rules 2 to 5).
 
-// member is one retrying request of a host. Its life (drawn, own, step,
-// downStep, floor, hard, giveUp, lastGone, earlyEnd; see
-// docs/storm-control.md rule 5) is drawn at its first hold and written
-// only by its request's goroutine, as are askBudget, toldWait, downNews
-// and toTell; the rest is shared under h.mu.
+// member is one retrying request of a host. Its life is written only by its
+// request's goroutine, as are askBudget, toldWait, downNews and toTell; the
+// rest is shared under h.mu.
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
@@ -29,8 +27,12 @@ type member struct {
 	date              time.Time     // the latest Retry-After date it told the line
 	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
+	life                            // drawn at its first hold; the zero life is none
+}
 
-	drawn    time.Time     // when its life was drawn
+// life is what a held request's own backoff gives it (docs/storm-control.md rule 5).
+type life struct {
+	drawn    time.Time     // when it was drawn
 	own      ownSteps      // the steps its own backoff takes from drawn
 	step     int           // the next of them to come
 	downStep time.Time     // the latest that found the host down
@@ -44,16 +46,8 @@ type member struct {
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 
-// dropLife forgets m's life, as if it had never been held.
-func (m *member) dropLife() {
-	m.drawn, m.own, m.step, m.downStep, m.floor = time.Time{}, ownSteps{}, 0, time.Time{}, 0
-	m.hard, m.giveUp, m.atHard, m.lastGone = time.Time{}, time.Time{}, false, false
-}
-
 // goes records that m's retry goes at now, held or not: at its life's end,
-// that retry is the life's last (lastGone), unless the life was timed
-// before any of its attempts was (earlyEnd: the next goes in its place
-// once the life, timed at last, is over).
+// it is the life's last (lastGone) unless earlyEnd.
 func (m *member) goes(now time.Time) {
 	if m.outlived(now) {
 		m.earlyEnd = !m.took.timed && m.own.count > 0 && !m.atHard
@@ -86,8 +80,7 @@ func (m *member) nudge() {
 // stepCame reports whether a step of m's own backoff before its last has
 // come by now since it was last asked, and when the next comes (zero: none
 // but the last). It notes the latest step come as downStep when it found
-// the host down, or down until backAt, however late m looks. Steps are in
-// time order: the first to come is found by bisection. h.mu is held.
+// the host down, or down until backAt, however late m looks. h.mu is held.
 func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
 	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, m.took.avg)) }
 	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
@@ -102,10 +95,8 @@ func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time
 	return came, nextStep
 }
 
-// heard records at now the outcome of m's attempt. When m was the line's
-// probe, the next goes a usual gap later, or, after k failures in a row,
-// the prober's k-th step at its mean when that is longer, so that the line
-// backs off as one request would (rule 3). h.mu is held.
+// heard records at now the outcome of m's attempt: when m was the line's
+// probe, the next goes at the line's pace (rule 3). h.mu is held.
 func (h *host) heard(m *member, now time.Time, failed bool) {
 	if m == nil || h.probing != m {
 		return
@@ -121,15 +112,12 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 // live sets m's giveUp from its own attempts' time, early enough
 // for its last retry to fail before the deadline. h.mu is held.
 func (h *host) live(m *member) {
-	if m.lastGone { // its end is reached: a slow last attempt does not lengthen it
+	if m.lastGone || m.drawn.IsZero() { // a slow last attempt does not lengthen it; no life, no hard
 		return
 	}
 	took := m.took.avg
-	if !m.drawn.IsZero() {
-		m.giveUp = addCapped(m.drawn, m.own.at(m.own.count, took))
-	}
-	m.atHard = false
-	if e := m.hard.Add(-took); !m.hard.IsZero() && (m.giveUp.IsZero() || !m.giveUp.Before(e)) {
+	m.giveUp, m.atHard = addCapped(m.drawn, m.own.at(m.own.count, took)), false
+	if e := m.hard.Add(-took); !m.hard.IsZero() && !m.giveUp.Before(e) {
 		m.giveUp, m.atHard = e, true
 	}
 }
@@ -199,8 +187,9 @@ func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 // credit; at a step of its own backoff when the host answers (rule 5); at
 // its life's end whatever the host's state; or as the line's probe, the
 // oldest held, once fresh requests have stopped, no other probe is out and
-// the pace allows (rule 3). Otherwise it says when to look again (zero:
-// when nudged).
+// the pace allows (rule 3). Otherwise it says when to look again, no later
+// than m's life's end (zero before a life is drawn, and at the deadline,
+// where the life is over).
 func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -211,13 +200,8 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	}
 	down, flowing := h.provenDown(now), h.flowing(now)
 	stepCame, nextStep := h.stepCame(m, now)
-	// A step goes when the host answers: 16 answers in a row, or, for a
-	// step that found it down, one within an attempt's time; a life drawn
-	// with a Retry-After keeps to the line. A step also goes when no attempt
-	// sent after the request's own latest, or after the one its previous
-	// step skipped for, has failed, once fresh requests stop or, but for a
-	// Retry-After's life, the host has answered since: alone, it would know
-	// no more (rule 5).
+	// A step goes when the host is back (not for a life drawn with a
+	// Retry-After), or on stale news: alone, it would know no more (rule 5).
 	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
 	stale := stepCame && (!flowing || h.streak > 0 && m.floor == 0) && !h.downSeen.After(m.downNews)
 	if stepCame { // news a step skips for stands for the attempt it skipped: it holds one step, not the next
@@ -229,11 +213,8 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	case m.released:
 		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
-	case len(h.members) == 1: // alone now: no other request is failing with it (rule 1)
-		m.waiting, m.askBudget, m.fromLine = false, false, false
-		return true, time.Time{}
-	case answers, m.outlived(now):
-		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
+	case answers, m.outlived(now), len(h.members) == 1: // or alone now: no other request is failing with it (rule 1)
+		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), len(h.members) > 1 // alone, it was not the line's
 		h.nudgeFirst()
 		return true, time.Time{}
 	}

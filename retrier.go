@@ -73,7 +73,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if hasFloor { // a Retry-After is waited whole: past the life, it ends the life
 		told := spreadUp(floor, t.random())
 		if !early && r.m.outlived(now.Add(told)) {
-			r.m.dropLife()
+			r.m.life = life{} // as if never held
 			wait = own
 		}
 		wait = max(wait, told)
@@ -141,8 +141,8 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	if !r.m.toTell.IsZero() { // only a request that will wait for a date tells it to the line (rule 4)
-		r.st.told(r.m, r.m.toTell)
+	if !r.m.toTell.IsZero() && r.m.h != nil { // only a request that will wait for a date tells it to the line (rule 4); h is nil with the gate off
+		r.m.h.told(r.m, r.m.toTell)
 	}
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,

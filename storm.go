@@ -162,17 +162,8 @@ func (st *stormState) failed(host string, m *member, f failure) *member {
 	return m
 }
 
-// told records that m's request will wait for a Retry-After's date (see
-// host.told).
-func (st *stormState) told(m *member, date time.Time) {
-	if st.hosts != nil {
-		m.h.told(m, date)
-	}
-}
-
 // timing reports whether a host has requests retrying: then attempts are
-// timed, since a held request's life and proof of an outage count how long
-// they take to fail.
+// timed, as held lives and proof of an outage count how long they take.
 func (st *stormState) timing() bool {
 	return st.hosts != nil && st.hosts.active.Load() > 0
 }
@@ -274,15 +265,11 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 			st.drawLife(m, lim)
 			continue
 		}
-		end := m.giveUp // before the deadline or MaxElapsed (see host.live)
-		if !now.Before(end) {
+		if m.outlived(now) { // its life ends before the deadline or MaxElapsed (see host.live)
 			m.h.abandon(m, now)
 			return true, StopHostGate
 		}
-		if wake.IsZero() || wake.After(end) {
-			wake = end
-		}
-		timer.Reset(wake.Sub(now))
+		timer.Reset(wake.Sub(now)) // poll's wake is set, and no later than the life's end
 		select {
 		case <-ctx.Done():
 			m.h.abandon(m, time.Now())
@@ -307,16 +294,15 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 }
 
 // drawLife draws the life m's own backoff gives it, or draws it again for a
-// longer Retry-After, keeping the later of the two (rule 5). Its steps
-// wait at least the Retry-After only while the host still says it (its
-// latest failure came with one): plain backoff waits it once, and again
-// only when told again.
+// longer Retry-After, keeping the later of the two; its steps wait at least
+// the Retry-After only while the host still says it (rule 5).
 func (st *stormState) drawLife(m *member, lim holdLimits) {
-	took, saysWait := m.h.lifeInputs(m)
-	floor := lim.floor
-	if !saysWait {
+	m.h.mu.Lock()
+	took, floor := m.took.avg, lim.floor // timed by its own attempts only (see member.took)
+	if !m.h.saysWait {
 		floor = 0
 	}
+	m.h.mu.Unlock()
 	own, now := lim.rest(took, floor), time.Now()
 	if m.drawn.IsZero() || addCapped(now, own.at(own.count, took)).After(addCapped(m.drawn, m.own.at(m.own.count, took))) {
 		m.drawn, m.own, m.step = now, own, 1
