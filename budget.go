@@ -66,23 +66,15 @@ func (b *Budget) countRequest() {
 	}
 }
 
-// allows reports whether a retry may be sent at now.
-func (b *Budget) allows(now time.Time) bool { return b.available(now) >= 1 }
-
-// spend charges one retry sent at now. It may leave the bucket in debt: a
-// retry cleared before its wait is sent even if others took the token.
-func (b *Budget) spend(now time.Time) { b.add(-1, now) }
-
-// refund gives back n tokens at now: their request ended in an answer.
-func (b *Budget) refund(n int, now time.Time) { b.add(float64(n), now) }
-
-// available returns the tokens held at now.
+// available returns the tokens held at now: a retry is refused below 1.
 func (b *Budget) available(now time.Time) float64 { return b.add(0, now) }
 
 // add adds n tokens at now, after those earned since the last call, and
-// returns the tokens held. A time before the latest one seen earns
-// nothing, so that callers racing with slightly older clocks do not count
-// twice.
+// returns the tokens held: a retry charged spends one, which may leave the
+// bucket in debt (a retry cleared before its wait is sent even if others
+// took the token), and a request ended in an answer refunds its retries.
+// A time before the latest one seen earns nothing, so that callers racing
+// with slightly older clocks do not count twice.
 func (b *Budget) add(n float64, now time.Time) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -16,17 +16,17 @@ func TestBudgetBucket(t *testing.T) {
 		want float64
 	}{
 		{"starts full", &Budget{}, func(*Budget) {}, t0, DefaultBudgetBurst},
-		{"a retry spends a token", &Budget{}, func(b *Budget) { b.spend(t0) }, t0, DefaultBudgetBurst - 1},
+		{"a retry spends a token", &Budget{}, func(b *Budget) { b.add(-1, t0) }, t0, DefaultBudgetBurst - 1},
 		{"never above the burst", &Budget{}, func(*Budget) {}, t0.Add(time.Hour), DefaultBudgetBurst},
-		{"refunds are capped too", &Budget{}, func(b *Budget) { b.refund(5, t0) }, t0, DefaultBudgetBurst},
+		{"refunds are capped too", &Budget{}, func(b *Budget) { b.add(5, t0) }, t0, DefaultBudgetBurst},
 		{"reserve per second", &Budget{Reserve: 2, Ratio: -1}, func(b *Budget) {
 			for range 10 {
-				b.spend(t0)
+				b.add(-1, t0)
 			}
 		}, t0.Add(3 * time.Second), DefaultBudgetBurst - 10 + 6},
 		{"ratio per request", &Budget{Ratio: 0.25, Reserve: -1}, func(b *Budget) {
 			for range 10 {
-				b.spend(t0)
+				b.add(-1, t0)
 			}
 			for range 8 {
 				b.countRequest()
@@ -36,20 +36,20 @@ func TestBudgetBucket(t *testing.T) {
 			for range 5 {
 				b.countRequest() // their tokens would overflow the bucket
 			}
-			b.spend(t0)
-			b.spend(t0)
+			b.add(-1, t0)
+			b.add(-1, t0)
 			b.countRequest()
 		}, t0, DefaultBudgetBurst - 2 + 1},
 		{"a refund gives back what a request spent", &Budget{Reserve: -1, Ratio: -1}, func(b *Budget) {
 			for range 3 {
-				b.spend(t0)
+				b.add(-1, t0)
 			}
-			b.refund(3, t0)
+			b.add(3, t0)
 		}, t0, DefaultBudgetBurst},
 		{"a negative burst holds nothing", &Budget{Burst: -1}, func(*Budget) {}, t0.Add(time.Second), 0},
-		{"a clock going back adds nothing", &Budget{Ratio: -1}, func(b *Budget) { b.spend(t0) }, t0.Add(-time.Second), DefaultBudgetBurst - 1},
+		{"a clock going back adds nothing", &Budget{Ratio: -1}, func(b *Budget) { b.add(-1, t0) }, t0.Add(-time.Second), DefaultBudgetBurst - 1},
 		{"NaN means the default", &Budget{Burst: math.NaN(), Ratio: math.NaN(), Reserve: math.NaN()}, func(*Budget) {}, t0, DefaultBudgetBurst},
-		{"an infinite reserve stays finite", &Budget{Reserve: math.Inf(1), Burst: 7}, func(b *Budget) { b.spend(t0) }, t0, 6},
+		{"an infinite reserve stays finite", &Budget{Reserve: math.Inf(1), Burst: 7}, func(b *Budget) { b.add(-1, t0) }, t0, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
@@ -65,16 +65,16 @@ func TestBudgetBucket(t *testing.T) {
 func TestBudgetRefusesBelowOneToken(t *testing.T) {
 	b := &Budget{Burst: 2, Reserve: -1, Ratio: -1}
 	for i := range 2 {
-		if !b.allows(t0) {
+		if b.available(t0) < 1 {
 			t.Fatalf("retry %d refused with tokens left", i+1)
 		}
-		b.spend(t0)
+		b.add(-1, t0)
 	}
-	if b.allows(t0) {
+	if b.available(t0) >= 1 {
 		t.Error("a retry was allowed with no token left")
 	}
-	b.refund(1, t0)
-	if !b.allows(t0) {
+	b.add(1, t0)
+	if b.available(t0) < 1 {
 		t.Error("a refunded token was not usable")
 	}
 }
@@ -82,14 +82,14 @@ func TestBudgetRefusesBelowOneToken(t *testing.T) {
 func TestBudgetConcurrent(t *testing.T) {
 	b := &Budget{Reserve: -1, Ratio: 1}
 	for range 50 { // away from the cap, which would drop deposits
-		b.spend(t0)
+		b.add(-1, t0)
 	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 1000 {
 				b.countRequest()
-				b.spend(t0)
+				b.add(-1, t0)
 			}
 		})
 	}

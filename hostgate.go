@@ -50,9 +50,8 @@ type host struct {
 	mu         sync.Mutex
 	name       string
 	members    []*member     // the retrying requests, oldest first
-	silent     int           // attempts failed since the latest answer; starts at downAfter
 	downSeen   time.Time     // when the latest failed attempt went
-	run        int           // the same, starting at 0: failures seen
+	run        int           // attempts failed since the latest answer
 	streak     int           // attempts answered since the latest failure
 	since      time.Time     // the first failure of the outage under way
 	proven     bool          // an outage of it has been proven (see provenDown)
@@ -67,7 +66,6 @@ type host struct {
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
 	saysWait   bool          // its latest failure came with a Retry-After
-	answers    int           // answers heard, to tell a date from before the latest
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
@@ -93,12 +91,11 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.live(m)
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
-	m.toldWait, m.fromLine, h.saysWait = false, false, f.saysWait
-	if h.silent == 0 { // the first failure after an answer: an outage begins (counted only until one is proven)
+	m.toldWait, m.fromLine, m.cleared, h.saysWait = false, false, false, f.saysWait
+	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}
-	h.silent, h.run, h.streak = h.silent+1, h.run+1, 0
-	m.answersSeen = h.answers
+	h.run, h.streak = h.run+1, 0
 	h.heard(m, f.at, true)
 	if f.first {
 		h.noteFresh(f.at)
@@ -114,9 +111,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 func (h *host) told(m *member, date time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m.toldWait = h.silent >= downAfter
-	if h.answers == m.answersSeen { // an answer since its failure cleared the dates told before it
-		m.date, m.dateAnswers = date, h.answers
+	m.toldWait = h.down()
+	if !m.cleared { // an answer since its failure cleared the dates told before it
+		m.date = date
 		h.notBefore = laterOf(h.notBefore, date)
 	}
 }
@@ -127,7 +124,7 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.h = s.m[name]; m.h == nil {
-		m.h = &host{name: name, share: s.share, cut: true, silent: downAfter, since: at}
+		m.h = &host{name: name, share: s.share, cut: true, since: at}
 		s.m[name] = m.h
 		s.active.Add(1)
 	}
@@ -138,41 +135,38 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 
 // answered records that the named host answered a request (m is nil when
 // it never failed) whose attempt went at sent (zero when not known). A
-// host without state costs one atomic load.
+// host without state costs one atomic load; a nil set (the gate off), none.
 func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 	var h *host
-	if m != nil { // a member has its host's state (join)
+	if m != nil { // a member has its host's state (join), nil with the gate off
 		h = m.h
-	} else if s.active.Load() > 0 {
+	} else if s != nil && s.active.Load() > 0 {
 		s.mu.RLock()
 		h = s.m[name]
 		s.mu.RUnlock()
 	}
-	if h == nil {
-		return
+	if h != nil {
+		h.answered(time.Now(), m, first, s.share, sent)
 	}
-	now, took := time.Now(), time.Duration(0)
-	if !sent.IsZero() {
-		took = max(now.Sub(sent), 0)
-	}
-	h.answered(now, m, first, s.share, took)
 }
 
-// answered records at now an answer to an attempt that took took (zero
+// answered records at now an answer to an attempt that went at sent (zero
 // when not timed): it earns the line share of a release, and the share,
 // up to full, grows back (rule 4).
-func (h *host) answered(now time.Time, m *member, first bool, full float64, took time.Duration) {
+func (h *host) answered(now time.Time, m *member, first bool, full float64, sent time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if took > 0 {
+	if took := now.Sub(sent); !sent.IsZero() && took > 0 {
 		h.answerTook = took
 	}
-	if h.silent >= downAfter { // back: every held retry looks whether a step of its found it down
+	if h.down() { // back: every held retry looks whether a step of its found it down
 		h.backAt = now
 		h.nudgeWaiting()
 	}
-	h.silent, h.run, h.missed, h.pace, h.streak = 0, 0, 0, 0, h.streak+1
-	h.answers++
+	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
+	for _, o := range h.members { // clears the dates told before it
+		o.date, o.cleared = time.Time{}, true
+	}
 	if first {
 		h.noteFresh(now)
 	}
@@ -222,12 +216,16 @@ func (a *attemptTime) note(took time.Duration) {
 }
 
 // budgetView reports at now whether a retry into the host is charged to
-// the budget, and whether the budget is asked about it (rule 7).
+// the budget, and whether the budget is asked about it (rule 7); with the
+// gate off (a nil host), every retry is both.
 func (h *host) budgetView(now time.Time) (charged, asks bool) {
+	if h == nil {
+		return true, true
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	asks = h.asksBudget(h.provenDown(now))
-	return asks || h.silent < downAfter && len(h.members) > 1, asks
+	return asks || !h.down() && len(h.members) > 1, asks
 }
 
 // asksBudget reports whether the budget is asked about retries into the
@@ -237,11 +235,14 @@ func (h *host) asksBudget(proven bool) bool {
 	return proven && h.run >= downAfter && len(h.members) > 1
 }
 
+// down: no answer in downAfter attempts, or none yet (a state starts down). h.mu is held.
+func (h *host) down() bool { return h.run >= downAfter || h.backAt.IsZero() }
+
 // provenDown reports whether at now the host is down and proven so; once
 // an outage of downAfter failures is proven, the state stays proven (rule
 // 1). h.mu is held.
 func (h *host) provenDown(now time.Time) bool {
-	if h.silent < downAfter {
+	if !h.down() {
 		return false
 	}
 	old := h.took.timed && now.Sub(h.since) >= provenAfter*h.took.avg
@@ -268,9 +269,7 @@ func (s *hostSet) leave(m *member) {
 	if !m.date.IsZero() && !h.notBefore.IsZero() { // its date goes with it (rule 4)
 		h.notBefore = time.Time{}
 		for _, o := range h.members {
-			if o.dateAnswers == h.answers {
-				h.notBefore = laterOf(h.notBefore, o.date)
-			}
+			h.notBefore = laterOf(h.notBefore, o.date)
 		}
 		h.nudgeWaiting()
 	}

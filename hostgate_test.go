@@ -54,7 +54,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 	}{
 		{"others fail, host silent, fresh requests coming: held", func(*hostSet, []*member) {}, 5, false},
 		{"the host answered since: its failures are noise", func(s *hostSet, ms []*member) {
-			ms[0].h.answered(at(5), nil, true, s.share, 0)
+			ms[0].h.answered(at(5), nil, true, s.share, time.Time{})
 		}, 5, true},
 		{"fresh requests stopped: the oldest held probes", func(*hostSet, []*member) {}, 10_000, true},
 	} {
@@ -102,7 +102,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	}
 	// It answered: the host is up, and the answer to a retry from the
 	// line earns its place back, so the next held goes at once.
-	h.answered(next, ms[1], false, s.share, 0)
+	h.answered(next, ms[1], false, s.share, time.Time{})
 	if send, _ := h.poll(ms[2], next); !send || !ms[2].fromLine {
 		t.Errorf("after the probe's answer: send %v; want the next held released in its place", send)
 	}
@@ -181,7 +181,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	}
 	var got []int
 	for i := range 13 {
-		h.answered(at(20+i), nil, true, s.share, 0)
+		h.answered(at(20+i), nil, true, s.share, time.Time{})
 		got = append(got, released())
 	}
 	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}
@@ -210,7 +210,7 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 		held(h, m, at(10))
 	}
 	for i := range 5 { // 5/32 + 6/32 + 7/32 + 8/32 + 8/32: one release
-		h.answered(at(20+i), nil, true, s.share, 0)
+		h.answered(at(20+i), nil, true, s.share, time.Time{})
 	}
 	if h.share != DefaultReleaseShare || !ms[1].released {
 		t.Fatalf("share %v, released %v: the setup did not reach a release at full share", h.share, ms[1].released)
@@ -241,8 +241,8 @@ func TestGateRetryAfterHoldsTheLineUntilItsDateOrAnAnswer(t *testing.T) {
 	}
 	// An answer says the host serves again: the date told to one request
 	// no longer holds the line.
-	h.answered(at(600), nil, true, s.share, 0)
-	h.answered(at(601), nil, true, s.share, 0) // 5/8 + 6/8 of a release
+	h.answered(at(600), nil, true, s.share, time.Time{})
+	h.answered(at(601), nil, true, s.share, time.Time{}) // 5/8 + 6/8 of a release
 	if !h.notBefore.IsZero() || !a.released {
 		t.Errorf("after an answer: date %v, oldest released %v; want the date gone and the answer's release used", h.notBefore.Sub(t0), a.released)
 	}
@@ -316,7 +316,7 @@ func TestGateHeldStepGoesOnStaleNews(t *testing.T) {
 				t.Fatal("held retry went")
 			}
 			if tc.answered > 0 {
-				h.answered(at(tc.answered), nil, true, s.share, 0)
+				h.answered(at(tc.answered), nil, true, s.share, time.Time{})
 			}
 			fails := tc.failSent
 			for i, step := range []int{1010, 1450}[:len(tc.want)] {
@@ -431,7 +431,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		}
 		now = next
 	}
-	h.answered(now, h.probing, false, s.share, 0)
+	h.answered(now, h.probing, false, s.share, time.Time{})
 	if h.missed != 0 {
 		t.Errorf("after an answer, %d failed probes still counted", h.missed)
 	}
@@ -493,7 +493,7 @@ func TestGateLineGrowsOnItsOwnAnswersOnlyWhenFreshRequestsStopped(t *testing.T) 
 			h := ms[0].h
 			h.share = DefaultReleaseShare/2 - shareStep*DefaultReleaseShare // the answer grows it to an eighth
 			ms[0].fromLine, ms[1].waiting = true, true
-			h.answered(at(tc.at), ms[0], false, s.share, 0)
+			h.answered(at(tc.at), ms[0], false, s.share, time.Time{})
 			if ms[1].released != tc.released || !tc.released && h.credit != DefaultReleaseShare/2 {
 				t.Errorf("next in line released %v, credit %v; want released %v", ms[1].released, h.credit, tc.released)
 			}
@@ -585,7 +585,7 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 				t.Fatal("held retry went")
 			}
 			if tc.shedding {
-				h.answered(at(10_100), nil, true, s.share, 0)
+				h.answered(at(10_100), nil, true, s.share, time.Time{})
 				s.failed("h", ms[1], failure{at: at(10_200)})
 			}
 			answers := tc.answers
@@ -595,7 +595,7 @@ func TestGateHeldRetryGoesAtItsOwnStepsWhileTheHostAnswers(t *testing.T) {
 					case <-m.wake:
 					default:
 					}
-					h.answered(at(answers[0]), nil, true, s.share, 0)
+					h.answered(at(answers[0]), nil, true, s.share, time.Time{})
 					answers = answers[1:]
 				}
 				if send, _ := h.poll(m, at(p)); send != (i == tc.want) {
@@ -629,7 +629,7 @@ func TestGateNudgesEveryHeldRetryWhenTheHostIsBack(t *testing.T) {
 			for len(m.wake) > 0 {
 				<-m.wake
 			}
-			h.answered(at(tc.answerAt), nil, true, s.share, 0)
+			h.answered(at(tc.answerAt), nil, true, s.share, time.Time{})
 			if len(m.wake) != 1 {
 				t.Fatal("not nudged when the host came back")
 			}
@@ -651,7 +651,7 @@ func TestGateStepThatFoundTheHostDownCountsHoweverLateTheRetryLooks(t *testing.T
 		t.Fatal("held retry went")
 	}
 	// Its timer fires after the host's first answer.
-	h.answered(at(11_150), nil, true, s.share, 0) // the host is back, 50 ms after its step at 11.1 s
+	h.answered(at(11_150), nil, true, s.share, time.Time{}) // the host is back, 50 ms after its step at 11.1 s
 	if send, _ := h.poll(m, at(11_151)); !send {
 		t.Error("a step that found the host down 51 ms before it looked, within an attempt's 100 ms, did not go")
 	}
@@ -663,7 +663,7 @@ func TestGateGraceIsAnAnsweredAttemptsTimeToo(t *testing.T) {
 	held(h, ms[0], at(10_000))
 	m.drawn, m.own, m.step = at(10_000), ownSteps{count: 2, cum: []time.Duration{time.Second, 2 * time.Second}}, 1
 	held(h, m, at(11_000)) // its step, into a host that is down, whose failed attempts take no time
-	h.answered(at(11_400), nil, true, s.share, 500*time.Millisecond)
+	h.answered(at(11_400), nil, true, s.share, at(10_900))
 	if send, _ := h.poll(m, at(11_400)); !send {
 		t.Error("a step 400 ms before an answer that took 500 ms did not go")
 	}
@@ -735,7 +735,7 @@ func failAt(s *hostSet, m *member, ms int, took time.Duration) {
 // answerAt records n answers of host "h", one ms apart from ms.
 func answerAt(s *hostSet, h *host, ms, n int) {
 	for i := range n {
-		h.answered(at(ms+i), nil, true, s.share, 0)
+		h.answered(at(ms+i), nil, true, s.share, time.Time{})
 	}
 }
 

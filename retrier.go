@@ -202,7 +202,7 @@ func (r *retrier) sending(n int) {
 func (r *retrier) answered(n int, err error) {
 	if err == nil {
 		r.ok = true
-		r.st.answered(r.req.URL.Host, r.m, n == 1, r.sent)
+		r.st.hosts.answered(r.req.URL.Host, r.m, n == 1, r.sent)
 	}
 }
 

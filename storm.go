@@ -134,13 +134,6 @@ func (t *Transport) buildStorm() *stormState {
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
-// answered records that host answered m's request (see hostSet.answered).
-func (st *stormState) answered(host string, m *member, first bool, sent time.Time) {
-	if st.hosts != nil {
-		st.hosts.answered(host, m, first, sent)
-	}
-}
-
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
 // known), and whether it came with a Retry-After.
@@ -175,18 +168,14 @@ func (st *stormState) allows(m *member, now time.Time) bool {
 	if !m.drawn.IsZero() { // held before: a life is drawn only on a host
 		return true
 	}
-	if m.h != nil {
-		if _, asks := m.h.budgetView(now); !asks {
-			return true
-		}
-	}
-	return st.budgetAllows(now)
+	_, asks := m.h.budgetView(now)
+	return !asks || st.budgetAllows(now)
 }
 
 // budgetAllows reports whether the budget has a retry left at now; the
 // only request of its Transport retrying is not asked.
 func (st *stormState) budgetAllows(now time.Time) bool {
-	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.allows(now)
+	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.available(now) >= 1
 }
 
 // sent charges the budget for a retry of m's request sent at now, as
@@ -195,13 +184,10 @@ func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
-	if m.h != nil {
-		if charged, _ := m.h.budgetView(now); !charged {
-			return
-		}
+	if charged, _ := m.h.budgetView(now); charged {
+		st.budget.add(-1, now)
+		m.spent++
 	}
-	st.budget.spend(now)
-	m.spent++
 }
 
 // end records that m's request is over; answered, that it ended in the
@@ -215,7 +201,7 @@ func (st *stormState) end(m *member, answered bool) {
 		st.hosts.leave(m)
 	}
 	if st.budget != nil && answered && m.spent > 0 {
-		st.budget.refund(m.spent, time.Now())
+		st.budget.add(float64(m.spent), time.Now())
 	}
 }
 

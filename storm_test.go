@@ -1196,7 +1196,7 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
 		t.Errorf("%d retries charged, %v tokens left; want only the one into the proven outage charged", m.spent, tokens)
 	}
-	m.h.silent = 0 // the host answers
+	m.h.run, m.h.backAt = 0, proven // the host answers
 	if st.sent(m, proven); m.spent != 2 {
 		t.Errorf("%d retries charged; want the one to a host that answers charged too", m.spent)
 	}
