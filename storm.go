@@ -17,37 +17,27 @@ const DefaultReleaseShare = 0.25
 // worse, and stays out of the way of a request that is alone on its host.
 // Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The model: a retry is held beyond its own backoff only while another
-// request to the same host is retrying too and the host is proven down (it
+// The model: storm control keeps, per host, a line of the requests
+// retrying to it. A retry is held beyond its own backoff only while another
+// request to the host is retrying too and the host is proven down (it
 // answered none of its last 16 attempts, for at least twice the time a
-// failed attempt takes; once proven, its later outages hold at once), or
-// told the retry by Retry-After to wait while it answered none of them (a
-// rate limiter's refusals among answers hold no one); a held retry goes once
-// no other request to the host is retrying. A held request keeps the steps
-// its own backoff would take, drawn as that backoff draws them when the hold
-// first holds it: at each it goes if the host is answering (16 answers in a
-// row, or one within an attempt's time after a step that found it down), or,
-// if no attempt sent after its own (or after the one it last skipped a step
-// for) has failed, once fresh requests stop or the host answered since, and
-// its last goes whatever the host's state, so it ends no later (but for a
-// Retry-After date told to another request, which it waits out in line) and
-// after no more attempts than without storm control, and after fewer while
-// the host is down; a Retry-After that carries it past that life ends the
-// life. Between its steps it waits in line, oldest first: each answer of the
-// host earns the line ReleaseShare of a release (halved by a failure and
-// grown back by answers, as TCP's window), and once fresh requests stop, the
-// oldest held retry probes the host, one at a time, at its own backoff's
-// pace. Until the host answers, nothing in line goes before a Retry-After
-// date told to the line but a last retry, or one left alone on its host. No
-// hold outlasts the deadline or MaxElapsed: one that reaches it returns the
-// last outcome with StopHostGate, or, when that is a response whose body
-// could not be kept in memory (over 64 KiB, or still arriving after 100 ms),
-// an *Error that names its status. The budget bounds the retries into hosts
-// proven down and seen to fail 16 attempts in a row, across hosts, but, with
-// the host gate on, never those of a request alone on its host (see Budget).
+// failed attempt takes), or told the retry by Retry-After to wait while
+// down; it goes at once when no other request to the host is retrying. A
+// held request keeps its own backoff's steps: at each it goes if the host
+// may be back (it is answering again, or no failure is newer than the
+// request's own news of it), and its last goes whatever the host's state,
+// so it ends no later, after no more attempts, than without storm control
+// (but for a Retry-After date told to the line, which holds the line until
+// then). Between steps, the line is let go oldest first: each answer of
+// the host earns ReleaseShare of a release, a share grown by answers and
+// halved by failures as TCP's window, and while no fresh requests come,
+// the oldest held retry probes the host at its own backoff's pace. No hold outlasts
+// the deadline or MaxElapsed: it returns the last outcome with
+// StopHostGate (see Error for a body that could not be kept). The budget
+// bounds, across hosts, the retries into hosts proven down (see Budget).
 // State is kept only for hosts with requests retrying: a request to any
-// other host pays one atomic load. docs/storm-control.md gives each rule and
-// the figure behind it.
+// other host pays one atomic load. docs/storm-control.md gives each rule,
+// its fine print and the figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
