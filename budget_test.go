@@ -2,9 +2,16 @@ package httpretry
 
 import (
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBudgetBucket(t *testing.T) {
@@ -107,4 +114,61 @@ func BenchmarkBudgetCountRequest(b *testing.B) {
 			budget.countRequest()
 		}
 	})
+}
+
+// TestBudgetWithTheHostGateOff: with NoHostGate, the budget charges every
+// retry and is asked about every one but that of the only request of the
+// Transport retrying (StormControl.NoHostGate): a lone request sends all
+// its retries, leaving the bucket in debt, and of requests failing
+// together all are refused once it is empty but, at most, the last left
+// retrying, which is then alone.
+func TestBudgetWithTheHostGateOff(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		concurrent  int
+		minRefused  int
+		maxAttempts int
+	}{
+		{"a lone request is not asked", 1, 0, 11},
+		// First attempts, the three tokens, and the last one's own ten retries.
+		{"requests failing together are refused", 4, 3, 4 + 3 + 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var attempts atomic.Int32
+				var mu sync.Mutex
+				stops := map[StopReason]int{}
+				tr := &Transport{
+					Policy: Policy{MaxRetries: 10, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: JitterNone},
+					Storm:  StormControl{NoHostGate: true, Budget: &Budget{Burst: 3, Ratio: -1, Reserve: -1}},
+					OnGiveUp: func(e RetryEvent) {
+						mu.Lock()
+						defer mu.Unlock()
+						stops[e.Stop]++
+					},
+					Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+						attempts.Add(1)
+						time.Sleep(time.Millisecond) // virtual: synctest's clock
+						return response(503, ""), nil
+					}),
+				}
+				var wg sync.WaitGroup
+				for range tc.concurrent {
+					wg.Go(func() {
+						resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+						require.NoError(t, err)
+						resp.Body.Close()
+					})
+				}
+				wg.Wait()
+				assert.GreaterOrEqual(t, stops[StopBudget], tc.minRefused)
+				assert.Equal(t, tc.concurrent, stops[StopBudget]+stops[StopExhausted], "every request refused or exhausted: %v", stops)
+				assert.LessOrEqual(t, int(attempts.Load()), tc.maxAttempts)
+				if tc.concurrent == 1 {
+					assert.Equal(t, 11, int(attempts.Load()))
+					assert.InDelta(t, 3-10, tr.StormState().BudgetTokens, 0.01, "every retry charged")
+				}
+			})
+		})
+	}
 }
