@@ -79,7 +79,8 @@ type replayBuffer struct {
 // to be sent once, byte for byte. On a read error the caller's body is
 // closed and an *Error returned (StopInvalid). The read ends when the
 // request's context does, by closing the body as net/http does to a body
-// it is sending (StopCanceled, the *Error wrapping the context's error).
+// it is sending (StopCanceled, or StopDeadline for the deadline; the *Error
+// wraps the context's error).
 func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
@@ -97,7 +98,7 @@ func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 	chunks, size, err := readChunks(req.Body, limit, req.ContentLength)
 	if !stop() { // the context ended: the body is closed, whatever was read
 		err = fmt.Errorf("reading request body: %w", ctx.Err())
-		return requestBody{}, &Error{Reason: StopCanceled, Err: err}
+		return requestBody{}, &Error{Reason: stopFor(ctx.Err()), Err: err}
 	}
 	if err != nil {
 		req.Body.Close()

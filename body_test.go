@@ -419,7 +419,7 @@ func TestBufferingEndsWithTheContext(t *testing.T) {
 				var e *Error
 				require.ErrorAs(t, err, &e)
 				assert.Nil(t, resp)
-				assert.Equal(t, StopCanceled, e.Reason)
+				assert.Equal(t, map[error]StopReason{context.DeadlineExceeded: StopDeadline, context.Canceled: StopCanceled}[tc.want], e.Reason)
 				assert.Equal(t, 0, e.Attempts)
 				assert.ErrorIs(t, err, tc.want)
 				assert.Equal(t, 200*time.Millisecond, time.Since(start), "returned when the context ended")

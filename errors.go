@@ -46,13 +46,16 @@ const (
 	// StopDeadline: the next wait would end after the context's deadline,
 	// or the deadline cut off a wait or a retry: the outcome of the
 	// attempt before it is returned. Only in the second case, the deadline
-	// having come, does an *Error wrap context.DeadlineExceeded.
+	// having come, does an *Error wrap context.DeadlineExceeded. The
+	// deadline is also the reason when it passed before anything could be
+	// returned: before the first attempt, while the body was read, or
+	// during the first attempt (an *Error wrapping the deadline's error).
+	// During a hold it is StopHostGate.
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
-	// StopCanceled: the request's context was cancelled, or its deadline
-	// passed while its body was read or during the first attempt (during
-	// a later one or a wait it is StopDeadline, during a hold StopHostGate).
+	// StopCanceled: the request's context was cancelled (its deadline
+	// passing is StopDeadline, or StopHostGate during a hold).
 	StopCanceled
 	// StopRewind: the request body could not be produced again
 	// (Request.GetBody failed, or returned a nil body). The last outcome is

@@ -505,8 +505,9 @@ func TestHostileRequests(t *testing.T) {
 		ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 		defer cancel()
 		_, err := (&Transport{Base: noBase}).RoundTrip(relNewRequest(t, ctx, "GET", nil))
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err %v, want DeadlineExceeded", err)
+		var e *Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Reason != StopDeadline {
+			t.Fatalf("err %v, want DeadlineExceeded with StopDeadline", err)
 		}
 	})
 	t.Run("body read fails midway", func(t *testing.T) {

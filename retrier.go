@@ -257,7 +257,7 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 		if ended != nil && !errors.Is(err, ended) { // cancelled through Request.Cancel, as http.Client's Timeout does
 			err = fmt.Errorf("%w: %w", err, ended)
 		}
-		return r.end(a.finish(resp, err, n, StopCanceled))
+		return r.end(a.finish(resp, err, n, stopFor(ended)))
 	}
 	a.release()
 	resp, err = last.outcome(n, StopDeadline, r.req.Context())
@@ -339,6 +339,15 @@ func endedBy(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// stopFor is the reason a request stops when its context ended with err:
+// the deadline, or a cancel.
+func stopFor(err error) StopReason {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return StopDeadline
+	}
+	return StopCanceled
 }
 
 // errLastNotKept is the cause given for a last response that could not be

@@ -338,7 +338,7 @@ func TestAttemptTimeoutYieldsToTheDeadline(t *testing.T) {
 		assert.NotErrorIs(t, err, ErrAttemptTimeout, "the caller's deadline is not our timeout")
 		var rerr *Error
 		require.True(t, errors.As(err, &rerr))
-		assert.Equal(t, StopCanceled, rerr.Reason)
+		assert.Equal(t, StopDeadline, rerr.Reason)
 		assert.Equal(t, 3*time.Second, time.Since(start), "the attempt got the smaller of its timeout and the time left")
 		assert.Equal(t, 1, base.calls())
 	})
@@ -455,18 +455,18 @@ func TestOutcomeAtTheDeadlineWrapsItWhateverTheTimersOrder(t *testing.T) {
 	}
 }
 
-// TestAttemptCutAtTheDeadlineIsCanceledWhateverTheTimersOrder:
+// TestAttemptCutAtTheDeadlineStopsByTheDeadlineWhateverTheTimersOrder:
 // http.Client's Timeout cancels an attempt at the deadline, and the
 // context's own timer may fire a moment later; the attempt is still one
-// the deadline cut (StopCanceled on a first attempt), not an outcome the
-// classifier calls final.
-func TestAttemptCutAtTheDeadlineIsCanceledWhateverTheTimersOrder(t *testing.T) {
+// the deadline cut (StopDeadline), not an outcome the classifier calls
+// final.
+func TestAttemptCutAtTheDeadlineStopsByTheDeadlineWhateverTheTimersOrder(t *testing.T) {
 	canceled := errors.New("net/http: request canceled")
 	tr := &Transport{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, canceled })}
 	_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil).WithContext(reachedDeadline{context.Background()}))
 	var e *Error
-	if !errors.As(err, &e) || e.Reason != StopCanceled || !errors.Is(err, canceled) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("got %v, want StopCanceled with the attempt's error and the deadline", err)
+	if !errors.As(err, &e) || e.Reason != StopDeadline || !errors.Is(err, canceled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want StopDeadline with the attempt's error and the deadline", err)
 	}
 }
 

@@ -39,9 +39,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     body of up to MaxBufferedBody bytes is read once into an immutable
 //     buffer, and each attempt reads its own reader over it (its clone
 //     also gets a GetBody, so Base can replay it too); the context's end
-//     interrupts that read by closing the body (StopCanceled). A larger
-//     body is sent once, complete and unchanged, and that request is not
-//     retried (StopBodyTooLarge).
+//     interrupts that read by closing the body (StopCanceled or
+//     StopDeadline). A larger body is sent once, complete and unchanged,
+//     and that request is not retried (StopBodyTooLarge).
 //  6. Between attempts it waits per Policy, or the request's own (see
 //     WithPolicy). A wait that would end at or after the context's deadline
 //     (or MaxElapsed) is not started: the last response or error returns
@@ -112,8 +112,8 @@ type Transport struct {
 	// memory for replays. Such a body is read before the first attempt is
 	// sent, up to this many bytes or until the request's context ends (the
 	// body is then closed, and RoundTrip returns an *Error with
-	// StopCanceled): a longer body is then streamed once and
-	// its request is not retried (StopBodyTooLarge). Zero means
+	// StopCanceled, or StopDeadline): a longer body is then streamed once
+	// and its request is not retried (StopBodyTooLarge). Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
 	// requests without a body or with GetBody are retried: set it for
 	// bodies that must stream as they are written, such as a pipe.
@@ -314,7 +314,7 @@ func checkRequest(req *http.Request) error {
 		return &Error{Reason: StopInvalid, Err: errors.New("nil Request.URL")}
 	case req.Context().Err() != nil:
 		closeRequestBody(req)
-		return &Error{Reason: StopCanceled, Err: req.Context().Err()}
+		return &Error{Reason: stopFor(req.Context().Err()), Err: req.Context().Err()}
 	}
 	return nil
 }
