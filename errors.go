@@ -117,7 +117,9 @@ func (r StopReason) String() string {
 // past the deadline or MaxElapsed; or the deadline, a hold's limit or the
 // budget after a hold stopped it) and that response could not be kept: its
 // body was over 64 KiB or still arriving after 100 ms, so it was closed;
-// Err then names its status.
+// Err then names its status. It is also what a request the caller cancels
+// returns (StopCanceled), Err being the context's error, whatever came
+// before.
 // errors.Is and errors.As reach the cause through Unwrap, and Timeout
 // reports a cause that timed out, so that os.IsTimeout works through
 // http.Client as it does with a plain http.Transport.
@@ -152,7 +154,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Timeout reports whether the cause is a timeout: a deadline, Client.Timeout
 // or AttemptTimeout. *url.Error, which http.Client wraps around it, asks
-// only its direct cause, so without it os.IsTimeout would miss them.
+// only its direct cause, so without it os.IsTimeout would miss them. A
+// request stopped before its deadline came, because its next wait would
+// have passed it (StopDeadline), returns its last error as it is: Timeout
+// then reports that error's own answer.
 func (e *Error) Timeout() bool { return timedOut(e.Err) }
 
 // Temporary reports false. It makes *Error a net.Error, so that

@@ -31,13 +31,15 @@ const DefaultReleaseShare = 0.25
 // then). Between steps, the line is let go oldest first: each answer of
 // the host earns ReleaseShare of a release, a share grown by answers and
 // halved by failures as TCP's window, and while no fresh requests come,
-// the oldest held retry probes the host at its own backoff's pace. No hold outlasts
-// the deadline or MaxElapsed: it returns the last outcome with
-// StopHostGate (see Error for a body that could not be kept). The budget
-// bounds, across hosts, the retries into hosts proven down (see Budget).
-// State is kept only for hosts with requests retrying: a request to any
-// other host pays one atomic load. docs/storm-control.md gives each rule,
-// its fine print and the figure behind it.
+// the oldest held retry probes the host at its own backoff's pace. No hold
+// outlasts the deadline or MaxElapsed: it returns the last outcome (see
+// Error for a body that could not be kept) with StopHostGate, or, when the
+// deadline or MaxElapsed cut its life short, the reason its own backoff
+// would give. The budget bounds, across hosts, the retries into hosts
+// proven down (see Budget). State is kept only for hosts with requests
+// retrying: a request to any other host pays one atomic load.
+// docs/storm-control.md gives each rule, its fine print and the figure
+// behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool

@@ -138,11 +138,14 @@ type Transport struct {
 
 	// OnGiveUp, when set, is called once when a request ends on an outcome
 	// the classifier called retryable, with the StopReason no further
-	// attempt was made. Every failed attempt of a request thus gets one
-	// event: OnRetry when it is retried, OnGiveUp when it is not (a retry
-	// that the deadline cuts off gets OnGiveUp with StopDeadline and the
-	// outcome returned, the attempt's before it). It runs
-	// on the goroutine that called RoundTrip, just before it returns.
+	// attempt was made. Every attempt whose failure the classifier calls
+	// retryable thus gets one event: OnRetry when it is retried, OnGiveUp
+	// when it is not. A retry that the deadline cuts off gets OnGiveUp with
+	// StopDeadline and the outcome returned, the attempt's before it; an
+	// attempt the caller's cancel cuts off gets none, as any final outcome
+	// (a cancel during a wait or a hold gives the attempt before it its
+	// OnGiveUp, with StopCanceled). It runs on the goroutine that called
+	// RoundTrip, just before it returns.
 	OnGiveUp func(RetryEvent)
 
 	// Random returns values in [0, 1) for the jitter. Nil means
