@@ -66,6 +66,7 @@ type host struct {
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
 	saysWait   bool          // its latest failure came with a Retry-After
+	answers    int           // answers heard: a date told before the latest is cleared
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
@@ -91,7 +92,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.live(m)
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
-	m.toldWait, m.fromLine, m.cleared, h.saysWait = false, false, false, f.saysWait
+	m.toldWait, m.fromLine, m.answersSeen, h.saysWait = false, false, h.answers, f.saysWait
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}
@@ -112,8 +113,8 @@ func (h *host) told(m *member, date time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.toldWait = h.down()
-	if !m.cleared { // an answer since its failure cleared the dates told before it
-		m.date = date
+	if h.answers == m.answersSeen { // an answer since its failure cleared the dates told before it
+		m.date, m.dateAnswers = date, h.answers
 		h.notBefore = laterOf(h.notBefore, date)
 	}
 }
@@ -164,9 +165,7 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 		h.nudgeWaiting()
 	}
 	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
-	for _, o := range h.members { // clears the dates told before it
-		o.date, o.cleared = time.Time{}, true
-	}
+	h.answers++ // clears the dates told before it
 	if first {
 		h.noteFresh(now)
 	}
@@ -269,7 +268,9 @@ func (s *hostSet) leave(m *member) {
 	if !m.date.IsZero() && !h.notBefore.IsZero() { // its date goes with it (rule 4)
 		h.notBefore = time.Time{}
 		for _, o := range h.members {
-			h.notBefore = laterOf(h.notBefore, o.date)
+			if o.dateAnswers == h.answers {
+				h.notBefore = laterOf(h.notBefore, o.date)
+			}
 		}
 		h.nudgeWaiting()
 	}

@@ -21,10 +21,11 @@ type member struct {
 	last              bool          // its retry held now is its last: never a probe
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
-	cleared           bool          // the host answered since its latest failure: it tells no date
+	answersSeen       int           // the host's answers at its latest failure: a later one means it tells no date
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toTell            time.Time     // the Retry-After date it will tell the line once its wait starts
-	date              time.Time     // the latest Retry-After date it told the line, until an answer clears it
+	date              time.Time     // the latest Retry-After date it told the line
+	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
 	life                            // drawn at its first hold; the zero life is none
 }
