@@ -136,12 +136,12 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 
 // answered records that the named host answered a request (m is nil when
 // it never failed) whose attempt went at sent (zero when not known). A
-// host without state costs one atomic load; a nil set (the gate off), none.
+// host without state costs one atomic load.
 func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 	var h *host
 	if m != nil { // a member has its host's state (join), nil with the gate off
 		h = m.h
-	} else if s != nil && s.active.Load() > 0 {
+	} else if s.active.Load() > 0 {
 		s.mu.RLock()
 		h = s.m[name]
 		s.mu.RUnlock()

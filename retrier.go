@@ -202,7 +202,9 @@ func (r *retrier) sending(n int) {
 func (r *retrier) answered(n int, err error) {
 	if err == nil {
 		r.ok = true
-		r.st.hosts.answered(r.req.URL.Host, r.m, n == 1, r.sent)
+		if r.st.hosts != nil { // the host gate is on
+			r.st.hosts.answered(r.req.URL.Host, r.m, n == 1, r.sent)
+		}
 	}
 }
 
