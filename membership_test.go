@@ -560,6 +560,46 @@ func TestUntimedRequestsLifeIsNotTimedByOthers(t *testing.T) {
 	})
 }
 
+// TestUntimedHeldRequestFitsItsDeadlineByTheHostsAttemptTime: every
+// attempt takes 200 ms to fail. L starts at 0 with a 1.5 s deadline while
+// no host has requests retrying, so its first attempt is not timed; B
+// starts at 250 ms and is. Off, L sends at 0 and 0.6 s and ends at 0.8 s:
+// the next wait, 800 ms, would end past the deadline. On, L's retry due at
+// 0.6 s is held, and its life, fitted to the deadline as if its attempts
+// took no time, kept a step at 1.4 s: L ended at the deadline, 1.5 s.
+func TestUntimedHeldRequestFitsItsDeadlineByTheHostsAttemptTime(t *testing.T) {
+	p := Policy{BaseDelay: 400 * time.Millisecond, Jitter: JitterNone}
+	endsNoLaterThanOff(t, func(c StormControl) (end time.Duration, sends []time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			log := &sendLog{start: time.Now()}
+			tr := &Transport{Policy: p, Storm: c, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				log.note(r)
+				time.Sleep(200 * time.Millisecond) // virtual: synctest's clock
+				return response(503, ""), nil
+			})}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				time.Sleep(250 * time.Millisecond)
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/b", nil))
+				require.NoError(t, err)
+				resp.Body.Close()
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			req := httptest.NewRequest("GET", "http://h/l", nil).WithContext(ctx)
+			req.Header.Set("X-Who", "L")
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			require.Equal(t, 503, resp.StatusCode)
+			resp.Body.Close()
+			end = time.Since(log.start)
+			wg.Wait()
+			sends = log.sends
+		})
+		return end, sends
+	})
+}
+
 // TestUntimedLifesEarlyLastRetryIsNotItsLast: every attempt to h hangs 5 s
 // and is reset, until h comes back at 43 s. L starts first, at 0, while no
 // host has requests retrying, so its first attempt (failed at 5 s) is not

@@ -199,10 +199,10 @@ func (st *stormState) end(m *member, answered bool) {
 
 // holdLimits bound a hold (see StormControl).
 type holdLimits struct {
-	hard   time.Time                                // the deadline or MaxElapsed; zero when neither
-	rest   func(took, floor time.Duration) ownSteps // the own backoff's steps left; nil for a last retry
-	floor  time.Duration                            // the latest Retry-After's wait
-	policy Policy                                   // the request's, whose steps pace the line's probes
+	hard   time.Time                               // the deadline or MaxElapsed; zero when neither
+	rest   func(fit, floor time.Duration) ownSteps // the own backoff's steps left that fit, attempts taking fit; nil for a last retry
+	floor  time.Duration                           // the latest Retry-After's wait
+	policy Policy                                  // the request's, whose steps pace the line's probes
 }
 
 // hold is called once m's retry has waited its own backoff, and holds it
@@ -277,11 +277,15 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	m.h.mu.Lock()
 	took, floor := m.took.avg, lim.floor // timed by its own attempts only (see member.took)
+	fit := took
+	if !m.took.timed { // its own attempts take time too: fitted to the deadline by the host's until one is timed
+		fit = m.h.took.avg
+	}
 	if !m.h.saysWait {
 		floor = 0
 	}
 	m.h.mu.Unlock()
-	own, now := lim.rest(took, floor), time.Now()
+	own, now := lim.rest(fit, floor), time.Now()
 	if m.drawn.IsZero() || addCapped(now, own.at(own.count, took)).After(addCapped(m.drawn, m.own.at(m.own.count, took))) {
 		m.drawn, m.own, m.step = now, own, 1
 	}
