@@ -90,24 +90,28 @@ func (t *Transport) StormState() StormState {
 // stormState is a Transport's storm control, built on first use so that
 // the zero Transport works, and reached through one atomic load.
 type stormState struct {
-	budget         *Budget  // nil when off
-	hosts          *hostSet // nil when off
+	owner          *Transport // the Transport it was built for: a copy of it builds its own
+	budget         *Budget    // nil when off
+	hosts          *hostSet   // nil when off
 	retrying, held atomic.Int64
 }
 
 // storm returns the Transport's storm control, building it once.
 func (t *Transport) storm() *stormState {
-	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
+	p := atomic.LoadPointer(&t.stormPtr)
+	if p != nil && (*stormState)(p).owner == t {
 		return (*stormState)(p)
 	}
-	return t.buildStorm()
+	return t.buildStorm(p)
 }
 
-// buildStorm builds the storm control of a Transport's first request; two
+// buildStorm builds the storm control of a Transport's first request, in
+// place of old: nil, or the state of the Transport it was copied from
+// after that one's first use, so that the copy's Storm applies to it. Two
 // first requests racing here may both build one, and only the first
 // stored is ever used.
-func (t *Transport) buildStorm() *stormState {
-	c, st := t.Storm, &stormState{}
+func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
+	c, st := t.Storm, &stormState{owner: t}
 	if !c.NoBudget {
 		if st.budget = c.Budget; st.budget == nil {
 			st.budget = &Budget{}
@@ -120,7 +124,7 @@ func (t *Transport) buildStorm() *stormState {
 		}
 		st.hosts = newHostSet(share)
 	}
-	if atomic.CompareAndSwapPointer(&t.stormPtr, nil, unsafe.Pointer(st)) {
+	if atomic.CompareAndSwapPointer(&t.stormPtr, old, unsafe.Pointer(st)) {
 		return st
 	}
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))

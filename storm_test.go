@@ -890,6 +890,35 @@ func TestNoStateKeptForHostsThatFailedOnce(t *testing.T) {
 	})
 }
 
+// TestCopyOfATransportInUseHasItsOwnStormControl: a Transport copied
+// after its first request, its Storm set to off, shared the original's
+// budget and lines: its Storm was ignored. Now a copy builds its own on
+// its first request, and the original keeps its own.
+func TestCopyOfATransportInUseHasItsOwnStormControl(t *testing.T) {
+	tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: time.Millisecond}, Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+	call := func(tr *Transport) {
+		t.Helper()
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	call(tr)
+	off := *tr
+	off.Storm = stormOff
+	call(&off)
+	if st := off.StormState(); st.BudgetTokens != 0 {
+		t.Errorf("the copy with storm control off has a budget of %v tokens: it kept the original's", st.BudgetTokens)
+	}
+	if st := tr.StormState(); !(st.BudgetTokens > 0) {
+		t.Errorf("the original's budget is gone: %+v", st)
+	}
+	if off.storm() == tr.storm() || off.storm() != off.storm() {
+		t.Error("the copy does not have one storm control of its own")
+	}
+}
+
 // okBase answers every request with one canned 200, allocating nothing.
 type okBase struct{ resp http.Response }
 

@@ -78,6 +78,9 @@ const DefaultMaxRetryAfter = time.Minute
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
+//     A copy, even of a Transport in use, is a Transport of its own: its
+//     storm control is built on its first request from its own Storm (set
+//     Storm.Budget to share a budget).
 //
 // Every field's zero value means its default.
 type Transport struct {
@@ -158,8 +161,9 @@ type Transport struct {
 
 	// stormPtr is the *stormState, built on first use (see storm). An
 	// unsafe.Pointer read atomically, unlike atomic.Pointer, keeps a
-	// Transport copyable before use, as table-driven code copies it; unlike
-	// atomic.Value, it costs one load and no type assertion.
+	// Transport copyable, as table-driven code copies it (a copy builds its
+	// own, see buildStorm); unlike atomic.Value, it costs one load and no
+	// type assertion.
 	stormPtr unsafe.Pointer
 }
 
