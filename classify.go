@@ -38,10 +38,13 @@ var defaultRetryableStatuses = [...]int{
 
 // DefaultClassifier is the default decision: statuses 429, 502, 503 and 504,
 // and the transport errors that mean a connection failed rather than that
-// the request was wrong (see classifyError).
+// the request was wrong (see classifyError), a timeout among them: a
+// context deadline that is not req's own (a Base that bounds each attempt
+// with a context of its own) is retried, req's own deadline or cancel is
+// not. A nil req counts every context error as the caller's.
 func DefaultClassifier(req *http.Request, resp *http.Response, err error) (bool, string) {
 	if err != nil {
-		return classifyError(err)
+		return classifyFailure(req, err)
 	}
 	return classifyStatus(resp.StatusCode, defaultRetryableStatuses[:])
 }
@@ -54,6 +57,17 @@ func classifyStatus(status int, retryable []int) (bool, string) {
 		}
 	}
 	return false, ""
+}
+
+// classifyFailure is the retry decision for the transport error of an
+// attempt of req: a deadline that ended the attempt but not req's context
+// was the attempt's own, a timeout like any other; the rest is
+// classifyError's.
+func classifyFailure(req *http.Request, err error) (bool, string) {
+	if req != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && endedBy(req.Context()) == nil {
+		return true, "attempt deadline"
+	}
+	return classifyError(err)
 }
 
 // classifyError is the retry decision for a transport error, as a chain of

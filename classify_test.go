@@ -9,10 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -103,6 +106,50 @@ func TestClassifyError(t *testing.T) {
 			assert.Equal(t, tt.neverSent, neverSent(tt.err))
 		})
 	}
+}
+
+// TestDeadlineOfTheAttemptIsRetried: a Base that bounds each attempt with
+// a context of its own returns context.DeadlineExceeded when it fires. It
+// was taken for the caller's deadline and never retried; it is a timeout
+// of the attempt, retried as one, while the caller's own deadline, its
+// cancel, and a nil request are not.
+func TestDeadlineOfTheAttemptIsRetried(t *testing.T) {
+	deadline := fmt.Errorf("base: %w", context.DeadlineExceeded)
+	live := httptest.NewRequest("GET", "http://h/", nil)
+	ended, cancel := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		req   *http.Request
+		err   error
+		retry bool
+	}{
+		{"the attempt's own deadline", live, deadline, true},
+		{"the caller's deadline", live.WithContext(ended), deadline, false},
+		{"a cancel in the chain", live, errors.Join(deadline, context.Canceled), false},
+		{"no request", nil, deadline, false},
+	} {
+		if retry, reason := DefaultClassifier(tc.req, nil, tc.err); retry != tc.retry || retry != (reason != "") {
+			t.Errorf("%s: retry %v (%q), want %v", tc.name, retry, reason, tc.retry)
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		attempts := 0
+		tr := &Transport{Policy: Policy{BaseDelay: time.Millisecond}, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if attempts++; attempts > 1 {
+				return response(200, "ok"), nil
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
+			defer cancel()
+			<-ctx.Done() // virtual: the first attempt hangs until the Base's own deadline
+			return nil, ctx.Err()
+		})}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+		if err != nil || resp.StatusCode != 200 || attempts != 2 {
+			t.Fatalf("after %d attempts: %v, %v; want the 200 of the retry", attempts, resp, err)
+		}
+		resp.Body.Close()
+	})
 }
 
 func TestTypedStreamErrorMirror(t *testing.T) {

@@ -271,7 +271,7 @@ func (t *Transport) classify(req *http.Request, resp *http.Response, err error) 
 	case t.Classifier != nil:
 		return t.Classifier(req, resp, err)
 	case err != nil:
-		return classifyError(err)
+		return classifyFailure(req, err)
 	case t.RetryableStatuses != nil:
 		return classifyStatus(resp.StatusCode, t.RetryableStatuses)
 	}
