@@ -51,8 +51,11 @@ const DefaultMaxRetryAfter = time.Minute
 //     that names its status and wraps the deadline's error comes instead,
 //     and a transport error before it comes wrapped with the deadline's
 //     error). Cancelling the context ends a wait at once with an *Error
-//     wrapping the context's error. A wait not started for the deadline
-//     returns the last error as it is: the deadline has not come yet.
+//     wrapping the context's error; the deprecated Request.Cancel reaches
+//     Base with each attempt, but does not end a wait (http.Client's
+//     Timeout sets the context's deadline too). A wait not started for the
+//     deadline returns the last error as it is: the deadline has not come
+//     yet.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
