@@ -46,6 +46,9 @@ func (t *Transport) newRetrier(req *http.Request) retrier {
 func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
 	floor, hasFloor := r.retryAfter(resp, now)
+	if r.m == nil { // its first failure: a copy of a Transport in use has its own storm control from here (see ownStorm)
+		r.st = t.ownStorm()
+	}
 	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, saysWait: hasFloor, at: now, sent: r.sent})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		p := policyFor(r.req.Context(), t.Policy)

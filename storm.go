@@ -76,7 +76,7 @@ type StormState struct {
 // StormState returns a snapshot of the Transport's storm control. It is
 // safe to call concurrently with requests.
 func (t *Transport) StormState() StormState {
-	st := t.storm()
+	st := t.ownStorm()
 	out := StormState{Retrying: int(st.retrying.Load()), Held: int(st.held.Load())}
 	if st.budget != nil {
 		out.BudgetTokens = st.budget.available(time.Now())
@@ -96,8 +96,20 @@ type stormState struct {
 	retrying, held atomic.Int64
 }
 
-// storm returns the Transport's storm control, building it once.
+// storm returns the Transport's storm control, building it once. A copy
+// of a Transport in use gets the original's here: its own comes at its
+// first failure (see ownStorm), so that the success path pays one load.
 func (t *Transport) storm() *stormState {
+	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
+		return (*stormState)(p)
+	}
+	return t.buildStorm(nil)
+}
+
+// ownStorm is storm for a request that failed, and for StormState: a copy
+// of a Transport in use builds its own here, from its own Storm (the
+// owner check cost the success path 1 ns of 27 in storm()).
+func (t *Transport) ownStorm() *stormState {
 	p := atomic.LoadPointer(&t.stormPtr)
 	if p != nil && (*stormState)(p).owner == t {
 		return (*stormState)(p)

@@ -914,7 +914,7 @@ func TestCopyOfATransportInUseHasItsOwnStormControl(t *testing.T) {
 	if st := tr.StormState(); !(st.BudgetTokens > 0) {
 		t.Errorf("the original's budget is gone: %+v", st)
 	}
-	if off.storm() == tr.storm() || off.storm() != off.storm() {
+	if off.ownStorm() == tr.ownStorm() || off.storm() != off.ownStorm() {
 		t.Error("the copy does not have one storm control of its own")
 	}
 }

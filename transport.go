@@ -82,8 +82,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
 //     A copy, even of a Transport in use, is a Transport of its own: its
-//     storm control is built on its first request from its own Storm (set
-//     Storm.Budget to share a budget).
+//     storm control is built from its own Storm, at the latest by its
+//     first failed attempt (set Storm.Budget to share a budget).
 //
 // Every field's zero value means its default.
 type Transport struct {
@@ -165,7 +165,7 @@ type Transport struct {
 	// stormPtr is the *stormState, built on first use (see storm). An
 	// unsafe.Pointer read atomically, unlike atomic.Pointer, keeps a
 	// Transport copyable, as table-driven code copies it (a copy builds its
-	// own, see buildStorm); unlike atomic.Value, it costs one load and no
+	// own, see ownStorm); unlike atomic.Value, it costs one load and no
 	// type assertion.
 	stormPtr unsafe.Pointer
 }
