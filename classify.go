@@ -38,10 +38,14 @@ var defaultRetryableStatuses = [...]int{
 
 // DefaultClassifier is the default decision: statuses 429, 502, 503 and 504,
 // and the transport errors that mean a connection failed rather than that
-// the request was wrong (see classifyError), a timeout among them: a
-// context deadline that is not req's own (a Base that bounds each attempt
-// with a context of its own) is retried, req's own deadline or cancel is
-// not. A nil req counts every context error as the caller's.
+// the request was wrong: connection refused or reset (also seen as a
+// broken pipe, or a connection closed while sending), a connection or
+// network timeout, EOF before a response, HTTP/2 GOAWAY and
+// REFUSED_STREAM, and an AttemptTimeout. A context deadline that is not
+// req's own (a Base that bounds each attempt with a context of its own) is
+// a timeout too; req's own deadline or cancel is not retried, nor are TLS
+// and certificate errors or any other error. A nil req counts every
+// context error as the caller's.
 func DefaultClassifier(req *http.Request, resp *http.Response, err error) (bool, string) {
 	if err != nil {
 		return classifyFailure(req, err)

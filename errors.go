@@ -50,12 +50,14 @@ const (
 	// deadline is also the reason when it passed before anything could be
 	// returned: before the first attempt, while the body was read, or
 	// during the first attempt (an *Error wrapping the deadline's error).
-	// During a hold it is StopHostGate.
+	// A held request whose life the deadline cut short stops with it too,
+	// as its own backoff would; one whose hold the deadline itself ends
+	// stops with StopHostGate.
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
 	// StopCanceled: the request's context was cancelled (its deadline
-	// passing is StopDeadline, or StopHostGate during a hold).
+	// passing is StopDeadline, or StopHostGate when it ends a hold).
 	StopCanceled
 	// StopRewind: the request body could not be produced again
 	// (Request.GetBody failed, or returned a nil body). The last outcome is

@@ -31,7 +31,8 @@ type RetryEvent struct {
 	// Wait is the time waited after this attempt: in OnRetry, before the
 	// retry about to be sent (its backoff, Retry-After included, and any
 	// hold); in OnGiveUp, before the request gave up (zero when it gave up
-	// at once).
+	// at once). It starts once the attempt's response has been drained,
+	// which may take up to 100 ms more.
 	Wait time.Duration
 	// Held is the part of Wait that storm control's host gate added
 	// beyond the request's own backoff (see StormControl); zero for a

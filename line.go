@@ -60,14 +60,25 @@ func (m *member) outlived(now time.Time) bool {
 	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
 }
 
-// lifeLeft fits a wait of d at now into m's life; over reports that the
-// life is over.
+// lifeLeft returns the wait at now before m's next retry: d, its own
+// backoff's, or, in a life, until the life's next step, which its own
+// backoff drew when it was first held (a fresh draw after a retry the
+// line let go early sent more attempts than plain backoff, as many more
+// as releases); over reports that the life is over.
 func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
 	if m.giveUp.IsZero() {
 		return d, false
 	}
-	return min(d, m.giveUp.Sub(now)), m.outlived(now)
+	if m.outlived(now) {
+		return 0, true
+	}
+	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	return earlierOf(m.stepAt(k), m.giveUp).Sub(now), false
 }
+
+// stepAt is when step k of m's life comes: its own backoff's retry k after
+// the one it was drawn at, each attempt taking its own attempts' time.
+func (m *member) stepAt(k int) time.Time { return addCapped(m.drawn, m.own.at(k, m.took.avg)) }
 
 // nudge wakes m without blocking; one pending nudge is enough.
 func (m *member) nudge() {
@@ -82,15 +93,14 @@ func (m *member) nudge() {
 // but the last). It notes the latest step come as downStep when it found
 // the host down, or down until backAt, however late m looks. h.mu is held.
 func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
-	stepAt := func(k int) time.Time { return addCapped(m.drawn, m.own.at(k, m.took.avg)) }
-	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(stepAt(m.step + i)) })
+	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(m.stepAt(m.step + i)) })
 	if came = k > m.step; came {
-		if last := stepAt(k - 1); h.down() || last.Before(h.backAt) {
+		if last := m.stepAt(k - 1); h.down() || last.Before(h.backAt) {
 			m.downStep = last
 		}
 	}
 	if m.step = k; k < m.own.count {
-		nextStep = stepAt(k)
+		nextStep = m.stepAt(k)
 	}
 	return came, nextStep
 }
@@ -109,17 +119,22 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	h.nudgeFirst()
 }
 
-// live sets m's giveUp from its own attempts' time, early enough
-// for its last retry to fail before the deadline. h.mu is held.
+// live sets m's giveUp from its own attempts' time: its last step, or,
+// with a deadline, the last whose attempt fails before it, as plain
+// backoff's last attempt is one that ends before the deadline (a step
+// past it gave the attempt's time back late: a life fitted by the host's
+// 5 ms attempts ended a request of 300 ms attempts at its deadline, 0.3 s
+// after plain backoff). h.mu is held.
 func (h *host) live(m *member) {
 	if m.lastGone || m.drawn.IsZero() { // a slow last attempt does not lengthen it; no life, no hard
 		return
 	}
-	took := m.took.avg
-	m.giveUp, m.atHard = addCapped(m.drawn, m.own.at(m.own.count, took)), false
-	if e := m.hard.Add(-took); !m.hard.IsZero() && !m.giveUp.Before(e) {
-		m.giveUp, m.atHard = e, true
+	took, last := m.took.avg, m.own.count
+	if !m.hard.IsZero() {
+		fails := func(k int) bool { return m.stepAt(k).Add(took).Before(m.hard) }
+		last = max(sort.Search(last+1, func(k int) bool { return !fails(k) })-1, 0)
 	}
+	m.giveUp, m.atHard = m.stepAt(last), last < m.own.count
 }
 
 // firstWaiting returns the oldest retry held in line that may probe (not

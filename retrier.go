@@ -73,6 +73,9 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
 	}
+	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
+		return 0, stop
+	}
 	if hasFloor { // a Retry-After is waited whole: past the life, it ends the life
 		told := spreadUp(floor, t.random())
 		if !early && r.m.outlived(now.Add(told)) {
@@ -178,7 +181,7 @@ func (r *retrier) limits(due time.Time, n int) holdLimits {
 	if e := r.start.Add(r.t.MaxElapsed); r.t.MaxElapsed > 0 && (lim.hard.IsZero() || e.Before(lim.hard)) {
 		lim.hard = e
 	}
-	if r.pol.waitsAfter(n) {
+	if r.pol.waitsAfter(n) && replayable(r.req, r.t.RetryAllMethods) { // a retry that reaches the server is a POST's last
 		within := maxDuration
 		if !lim.hard.IsZero() {
 			within = lim.hard.Sub(due)

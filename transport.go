@@ -74,8 +74,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     its own backoff (with the host gate off, the budget alone may refuse
 //     any retry, a lone request's too), and a held request still sends
 //     its last retry when its own backoff would. A refused retry returns
-//     the last outcome at once (StopBudget); a hold that reaches the
-//     deadline returns it then (StopHostGate). After a hold, as after a
+//     the last outcome at once (StopBudget); a held request ends by the
+//     deadline or MaxElapsed as its own backoff would (StopDeadline,
+//     StopMaxElapsed), and a hold that reaches one returns it then
+//     (StopHostGate). After a hold, as after a
 //     wait the deadline cut, a response that could not be kept comes as
 //     an *Error (rule 6).
 //  11. A Transport is safe for concurrent use, its fields must not change

@@ -65,8 +65,8 @@ func newTransport(policy httpretry.Policy) *httpretry.Transport {
 			// the wait is what it took, its held part what storm control
 			// added to the request's own backoff (see StormControl).
 			attrs := eventAttrs(e, slog.Duration("wait", e.Wait.Round(time.Millisecond)))
-			if e.Held > 0 {
-				attrs = append(attrs, slog.Duration("held", e.Held.Round(time.Millisecond)))
+			if held := e.Held.Round(time.Millisecond); held > 0 { // a hold of microseconds (another request's Retry-After date) rounds away
+				attrs = append(attrs, slog.Duration("held", held))
 			}
 			o.logger.Info("retry", attrs...)
 		},

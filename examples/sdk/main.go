@@ -1,8 +1,10 @@
 // Command sdk runs an unchanged SDK, google/go-github, through httpretry:
 // its client takes an *http.Client, so handing it one whose Transport is an
-// httpretry.Transport makes every API call survive the 503s, 502s and
-// connection resets of a local fake GitHub API. Then the same calls go
-// through a client without httpretry, for contrast.
+// httpretry.Transport makes its calls survive the 503s, 502s and
+// connection resets of a local fake GitHub API (but for the POST that
+// creates an issue, which is not retried once it may have reached the
+// server). Then the same calls go through a client without httpretry, for
+// contrast. percall_test.go controls retries per call through the SDK.
 //
 // Run it with:
 //
