@@ -301,13 +301,15 @@ func FuzzClassify(f *testing.F) {
 		}
 
 		// Through a Transport, as a POST without a key: retried only when
-		// retryable and provably never sent.
+		// retryable for the request (a deadline that is not the caller's is
+		// a timeout, see classifyFailure) and provably never sent.
 		var calls int
 		tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: -1}, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			return nil, err
 		})}
 		req, _ := http.NewRequest("POST", "http://example.invalid/", nil)
+		retry, _ = classifyFailure(req, err)
 		resp, got := tr.RoundTrip(req)
 		if resp != nil {
 			t.Fatal("got a response from an always-failing base")
