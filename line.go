@@ -61,16 +61,20 @@ func (m *member) outlived(now time.Time) bool {
 }
 
 // lifeLeft returns the wait at now before m's next retry: d, its own
-// backoff's, or, in a life, until the life's next step, which its own
-// backoff drew when it was first held (a fresh draw after a retry the
-// line let go early sent more attempts than plain backoff, as many more
-// as releases); over reports that the life is over.
+// backoff's, cut to end with its life, or, in a life that the deadline or
+// MaxElapsed cut short, until the life's next step, which its own backoff
+// drew when it was first held (there, fresh draws after a retry the line
+// let go early fitted more attempts under the limit than plain backoff);
+// over reports that the life is over.
 func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
 	if m.giveUp.IsZero() {
 		return d, false
 	}
 	if m.outlived(now) {
 		return 0, true
+	}
+	if !m.own.cut && !m.atHard { // MaxRetries bounds its attempts, not the deadline or MaxElapsed
+		return min(d, m.giveUp.Sub(now)), false
 	}
 	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
 	return earlierOf(m.stepAt(k), m.giveUp).Sub(now), false

