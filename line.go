@@ -134,9 +134,8 @@ func (h *host) live(m *member) {
 		return
 	}
 	took, last := m.took.avg, m.own.count
-	if !m.hard.IsZero() {
-		fails := func(k int) bool { return m.stepAt(k).Add(took).Before(m.hard) }
-		last = max(sort.Search(last+1, func(k int) bool { return !fails(k) })-1, 0)
+	if !m.hard.IsZero() { // the first step whose attempt would not fail before it, less one
+		last = max(sort.Search(last+1, func(k int) bool { return !m.stepAt(k).Add(took).Before(m.hard) })-1, 0)
 	}
 	m.giveUp, m.atHard = m.stepAt(last), last < m.own.count
 }
