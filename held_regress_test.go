@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -213,3 +214,124 @@ func TestHeldLifeEndsAtItsLastStepThatFitsTheDeadline(t *testing.T) {
 // releaseSeeds is how many seeds of the random streams the release test
 // runs: 9 of 40 failed before its rule.
 const releaseSeeds = 40
+
+// withRetryAfter answers L's attempts 503 with Retry-After v, the others'
+// 503 with it too when all is set, every attempt after 10 ms.
+func withRetryAfter(v string, all bool) func(bool, int, time.Duration) (*http.Response, error) {
+	return func(isL bool, _ int, _ time.Duration) (*http.Response, error) {
+		time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
+		resp := response(503, "")
+		if isL || all {
+			resp.Header.Set("Retry-After", v)
+		}
+		return resp, nil
+	}
+}
+
+// lWithPolicy returns L's request with Policy p and a deadline d from its
+// start (none when zero). It is called in the bubble, where the context's
+// resources go with the deadline's timer.
+func lWithPolicy(p Policy, d time.Duration) func() *http.Request {
+	return func() *http.Request {
+		ctx := WithPolicy(context.Background(), p)
+		if d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			time.AfterFunc(d, cancel)
+		}
+		return httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+	}
+}
+
+// TestRetryAfterDoesNotHoldPastPlainBackoff: every 503 L gets says
+// Retry-After, and the others' 503s say nothing (or, in "all", the same).
+// L's life, drawn without the Retry-After the host's latest failure did
+// not say, was drawn again from each hold and thrown away whenever a
+// Retry-After outlasted it, so the holds added up: L ended at 8.6 s where
+// plain backoff ends at 6.4 s (19 of 20 seeds later); with a deadline,
+// its life's steps fitted retries the Retry-After then cut, and it was
+// held to its last (5.31 s against 5.03 s, 20 of 20); when every 503
+// said Retry-After: 1, 9 of 30 seeds ended later. A retry that waited a
+// Retry-After of its own that the others' failures do not say now goes
+// when the wait ends, and a Retry-After puts off a life's steps as it
+// puts off plain backoff's.
+func TestRetryAfterDoesNotHoldPastPlainBackoff(t *testing.T) {
+	p := Policy{MaxRetries: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
+	for _, c := range []struct {
+		name, after string
+		all         bool
+		jitter      Jitter
+		deadline    time.Duration
+		loopers     int
+	}{
+		{"no deadline", "1", false, JitterNone, 0, 1},
+		{"no deadline, jitter", "1", false, JitterFull, 0, 2},
+		{"deadline", "5", false, JitterFull, 6 * time.Second, 2},
+		{"zero", "0", false, JitterFull, 0, 1}, // a zero Retry-After drew a random value the life did not
+		{"all", "1", true, JitterFull, 0, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := p
+			p.Jitter = c.jitter
+			for seed := range uint64(ownRetryAfterSeeds) {
+				lAmong{seed: seed, policy: Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+					lStart: time.Second, loopers: c.loopers, lReq: lWithPolicy(p, c.deadline), answer: withRetryAfter(c.after, c.all),
+				}.endsNoLaterOn(t)
+			}
+		})
+	}
+}
+
+// TestSlowErrorBodiesCountInALifesSteps: L's 503 bodies arrive after
+// 150 ms, so each is drained for 100 ms before its wait starts. L's life
+// counted its attempts' time but not the drains: it fitted more steps
+// before the deadline than plain backoff fits retries, and L sent 6
+// attempts where plain backoff sends 5, or ended 0.7 s later.
+func TestSlowErrorBodiesCountInALifesSteps(t *testing.T) {
+	p := Policy{MaxRetries: 8, BaseDelay: 200 * time.Millisecond, MaxDelay: 800 * time.Millisecond, Jitter: JitterDecorrelated}
+	for _, d := range []time.Duration{3 * time.Second, 4 * time.Second} {
+		for seed := range uint64(ownRetryAfterSeeds) {
+			lAmong{seed: seed, policy: Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+				lStart: time.Second, loopers: 2, lReq: lWithPolicy(p, d),
+				answer: func(isL bool, _ int, _ time.Duration) (*http.Response, error) {
+					time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
+					if isL {
+						return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: -1,
+							Body: &lateBody{after: 150 * time.Millisecond, closed: make(chan struct{})}}, nil
+					}
+					return response(503, ""), nil
+				},
+			}.endsNoLaterOn(t)
+		}
+	}
+}
+
+// ownRetryAfterSeeds is how many seeds those tests run.
+const ownRetryAfterSeeds = 20
+
+// lateBody is a body whose one byte arrives after a delay, or never once
+// it is closed.
+type lateBody struct {
+	after  time.Duration
+	closed chan struct{}
+	once   sync.Once
+	read   bool
+}
+
+func (b *lateBody) Read(p []byte) (int, error) {
+	if b.read {
+		return 0, io.EOF
+	}
+	select {
+	case <-time.After(b.after): // virtual: synctest's clock
+		b.read = true
+		return copy(p, "x"), nil
+	case <-b.closed:
+		return 0, io.ErrClosedPipe
+	}
+}
+
+func (b *lateBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}

@@ -66,6 +66,8 @@ type host struct {
 	cut        bool          // a release happened since share was last halved
 	notBefore  time.Time     // Retry-After: nothing held goes earlier
 	saysWait   bool          // its latest failure came with a Retry-After
+	lastFailed *member       // the request of that failure
+	othersWait bool          // the latest failure of a request other than lastFailed came with one
 	answers    int           // answers heard: a date told before the latest is cleared
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
@@ -92,7 +94,10 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.live(m)
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
-	m.toldWait, m.fromLine, m.answersSeen, h.saysWait = false, false, h.answers, f.saysWait
+	if h.lastFailed != m {
+		h.othersWait = h.saysWait
+	}
+	m.toldWait, m.fromLine, m.answersSeen, h.saysWait, h.lastFailed = false, false, h.answers, f.saysWait, m
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}
@@ -203,15 +208,24 @@ func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.f
 type attemptTime struct {
 	avg   time.Duration
 	timed bool // avg has been measured
+	lone  bool // by one attempt only
 }
 
 // note adds an attempt's time to the average.
 func (a *attemptTime) note(took time.Duration) {
 	if !a.timed {
-		a.avg, a.timed = took, true
+		a.avg, a.timed, a.lone = took, true, true
 		return
 	}
-	a.avg += (took - a.avg) / tookWeight
+	a.avg, a.lone = a.avg+(took-a.avg)/tookWeight, false
+}
+
+// stretch adds d to the time of the attempt noted last.
+func (a *attemptTime) stretch(d time.Duration) {
+	if !a.lone {
+		d /= tookWeight
+	}
+	a.avg += d
 }
 
 // budgetView reports at now whether a retry into the host is charged to

@@ -80,6 +80,20 @@ func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, o
 	return earlierOf(m.stepAt(k), m.giveUp).Sub(now), false
 }
 
+// putOff moves m's life, if it has one, so that its next step after now
+// comes no earlier than at, and the later steps with it: a Retry-After
+// delays plain backoff's next retry, and those after it, the same way.
+func (m *member) putOff(now, at time.Time) {
+	if m.drawn.IsZero() {
+		return
+	}
+	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	if next := m.stepAt(k); next.Before(at) {
+		m.drawn = m.drawn.Add(at.Sub(next))
+		m.h.live(m)
+	}
+}
+
 // stepAt is when step k of m's life comes: its own backoff's retry k after
 // the one it was drawn at, each attempt taking its own attempts' time.
 func (m *member) stepAt(k int) time.Time { return addCapped(m.drawn, m.own.at(k, m.took.avg)) }
@@ -193,12 +207,22 @@ func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
 	defer h.mu.Unlock()
 	m.last, m.policy = last, p
 	down := h.provenDown(now)
-	if len(h.members) == 1 || !down && !m.toldWait {
+	singled := !m.toTell.IsZero() && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
+	if len(h.members) == 1 || singled || !down && !m.toldWait {
 		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
 		return false
 	}
 	m.waiting, m.askBudget = true, false
 	return true
+}
+
+// othersSayWait reports whether the latest failure of a request to the
+// host other than m came with a Retry-After. h.mu is held.
+func (h *host) othersSayWait(m *member) bool {
+	if h.lastFailed == m {
+		return h.othersWait
+	}
+	return h.saysWait
 }
 
 // poll decides whether the held m goes at now: released by the line's

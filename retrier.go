@@ -76,13 +76,11 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
 		return 0, stop
 	}
-	if hasFloor { // a Retry-After is waited whole: past the life, it ends the life
-		told := spreadUp(floor, t.random())
-		if !early && r.m.outlived(now.Add(told)) {
-			r.m.life = life{} // as if never held
-			wait = own
+	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps as it does plain backoff's
+		wait = max(wait, spreadUp(floor, t.random()))
+		if !early {
+			r.m.putOff(now, now.Add(wait))
 		}
-		wait = max(wait, told)
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
@@ -95,12 +93,15 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 }
 
 // retryAfter returns the wait resp's Retry-After asks for at now, and
-// whether it asks for one that is heeded (see MaxRetryAfter).
+// whether it asks for one that is heeded (see MaxRetryAfter). A zero wait
+// is none: spreading it would draw a random value that a held request's
+// life, drawn ahead, cannot know it needs.
 func (r *retrier) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp == nil || r.t.MaxRetryAfter < 0 {
 		return 0, false
 	}
-	return parseRetryAfter(resp.Header, now)
+	d, ok := parseRetryAfter(resp.Header, now)
+	return d, ok && d > 0
 }
 
 // lifeOver says why a held request whose life is over stops: the
@@ -248,7 +249,11 @@ func (r *retrier) giveUp(ev RetryEvent, stop StopReason) {
 func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	last := lastOutcome{resp: resp, err: err, kept: err != nil}
 	if resp != nil {
+		start := time.Now()
 		last.body, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
+		if !r.sent.IsZero() { // the attempt was timed: its time goes on to here
+			r.st.drained(r.m, time.Since(start))
+		}
 	}
 	return last
 }

@@ -22,8 +22,10 @@ const DefaultReleaseShare = 0.25
 // request to the host is retrying too and the host is proven down (it
 // answered none of its last 16 attempts, for at least twice the time a
 // failed attempt takes), or told the retry by Retry-After to wait while
-// down; it goes at once when no other request to the host is retrying. A
-// held request keeps its own backoff's steps: at each it goes if the host
+// down; it goes at once when no other request to the host is retrying,
+// or when it waited a Retry-After that the others' failures do not say. A
+// held request keeps its own backoff's steps, a Retry-After putting them
+// off as it puts off that backoff's: at each it goes if the host
 // may be back (it is answering again, or no failure is newer than the
 // request's own news of it), and its last goes whatever the host's state,
 // so it ends no later, after no more attempts, than without storm control
@@ -163,6 +165,19 @@ func (st *stormState) failed(host string, m *member, f failure) *member {
 	return m
 }
 
+// drained adds d, the drain of the response of m's latest attempt, timed,
+// to its attempts' time: plain backoff's next wait starts after the drain,
+// so a held request's life counts it too (a 100 ms drain uncounted fitted
+// more steps before the deadline than plain backoff, and more attempts).
+func (st *stormState) drained(m *member, d time.Duration) {
+	if m.h == nil || d <= 0 { // the gate is off
+		return
+	}
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	m.took.stretch(d)
+}
+
 // timing reports whether a host has requests retrying: then attempts are
 // timed, as held lives and proof of an outage count how long they take.
 func (st *stormState) timing() bool {
@@ -237,9 +252,6 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 		m.goes(now)
 		return false, st.recheckBudget(m, now)
 	}
-	if !m.drawn.IsZero() && lim.floor > m.floor && !m.last {
-		st.drawLife(m, lim)
-	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
 	timer := time.NewTimer(maxDuration)
@@ -287,23 +299,22 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 	return StopNone
 }
 
-// drawLife draws the life m's own backoff gives it, or draws it again for a
-// longer Retry-After, keeping the later of the two; its steps wait at least
-// the Retry-After only while the host still says it (rule 5).
+// drawLife draws, at m's first hold, the life m's own backoff gives it;
+// its steps wait at least the latest Retry-After only while the host still
+// says it (rule 5), and a Retry-After told later puts them off (see
+// member.putOff).
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	m.h.mu.Lock()
-	took, floor := m.took.avg, lim.floor // timed by its own attempts only (see member.took)
-	fit := took
-	if !m.took.timed { // its own attempts take time too: fitted to the deadline by the host's until one is timed
+	// Timed by its own attempts only (see member.took); they take time too,
+	// so it is fitted to the deadline by the host's until one is timed.
+	fit, floor := m.took.avg, lim.floor
+	if !m.took.timed {
 		fit = m.h.took.avg
 	}
 	if !m.h.saysWait {
 		floor = 0
 	}
 	m.h.mu.Unlock()
-	own, now := lim.rest(fit, floor), time.Now()
-	if m.drawn.IsZero() || addCapped(now, own.at(own.count, took)).After(addCapped(m.drawn, m.own.at(m.own.count, took))) {
-		m.drawn, m.own, m.step = now, own, 1
-	}
+	m.own, m.drawn, m.step = lim.rest(fit, floor), time.Now(), 1
 	m.hard, m.floor = lim.hard, floor
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // Storm control as a user meets it: every test here runs on synctest's
@@ -1125,17 +1127,27 @@ func TestHeldRequestOnADeadHostStillAsksTheBudget(t *testing.T) {
 	}
 }
 
-// TestALongerRetryAfterNeverShortensALife: a life drawn again for a
-// longer Retry-After keeps whichever of the two ends later.
-func TestALongerRetryAfterNeverShortensALife(t *testing.T) {
+// TestRetryAfterPutsOffALifesSteps: a Retry-After that ends after a
+// held request's next step moves that step to its end, and the later ones
+// with it, as it delays plain backoff's; one that ends sooner moves
+// nothing.
+func TestRetryAfterPutsOffALifesSteps(t *testing.T) {
 	st := &stormState{hosts: newHostSet(DefaultReleaseShare)}
 	m := st.failed("h", nil, failure{first: true, at: time.Now(), sent: time.Now().Add(-time.Second)}) // its attempt took 1 s
 	drawn := time.Now()
 	m.drawn, m.own = drawn, ownSteps{count: 4, cum: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
-	st.drawLife(m, holdLimits{floor: time.Second, rest: func(_, _ time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }})
-	if !m.drawn.Equal(drawn) || m.own.count != 4 {
-		t.Errorf("life now drawn %v later with %d attempts; want the longer one kept (10 s of waits and 4 attempts)", m.drawn.Sub(drawn), m.own.count)
-	}
+	before := []time.Time{m.stepAt(1), m.stepAt(2), m.stepAt(3), m.stepAt(4)}
+
+	m.putOff(drawn.Add(time.Second), before[0].Add(-time.Millisecond))
+	assert.Equal(t, before[0], m.stepAt(1), "a Retry-After ending before the next step moves nothing")
+
+	now := before[0].Add(time.Millisecond) // step 1 has come: step 2 is next
+	at := before[1].Add(3 * time.Second)
+	m.putOff(now, at)
+	assert.Equal(t, before[0].Add(3*time.Second), m.stepAt(1))
+	assert.Equal(t, at, m.stepAt(2), "the next step comes when the Retry-After ends")
+	assert.Equal(t, before[3].Add(3*time.Second), m.stepAt(4), "and the later ones with it")
+	assert.Equal(t, m.stepAt(4), m.giveUp, "the life ends at its last step, put off")
 }
 
 // TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl: a host

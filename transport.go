@@ -59,7 +59,8 @@ const DefaultMaxRetryAfter = time.Minute
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
-//     returns that response at once.
+//     returns that response at once; one of zero, or a date already past,
+//     asks for no wait, and the backoff applies as without one.
 //  8. When retries end, the last response is returned as it came, body
 //     unread, with a nil error: a 503 is a response, not an error. A last
 //     transport error is returned as an *Error that records the attempt
