@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -40,7 +41,9 @@ var defaultRetryableStatuses = [...]int{
 // and the transport errors that mean a connection failed rather than that
 // the request was wrong: connection refused or reset (also seen as a
 // broken pipe, or a connection closed while sending), a connection or
-// network timeout, EOF before a response, HTTP/2 GOAWAY and
+// network timeout, EOF before a response, HTTP/2 GOAWAY (also the error
+// net/http gives a new connection's first stream when a GOAWAY with an
+// error code names none processed, which it does not retry itself) and
 // REFUSED_STREAM, and an AttemptTimeout. A context deadline that is not
 // req's own (a Base that bounds each attempt with a context of its own) is
 // a timeout too; req's own deadline or cancel is not retried, nor are TLS
@@ -87,7 +90,7 @@ func classifyError(err error) (bool, string) {
 		return false, "" // a bad certificate does not get better by asking again
 	case isRefusedStream(err):
 		return true, "http2 stream refused"
-	case isGoAway(err):
+	case isGoAway(err), isGoAwayUnprocessed(err):
 		return true, "http2 GOAWAY"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return true, "connection refused"
@@ -114,7 +117,7 @@ func neverSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true // no connection, no request
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err)
+	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err)
 }
 
 // isTLSError reports a handshake or certificate verification failure.
@@ -177,6 +180,19 @@ func isGoAway(err error) bool {
 	return anyInChain(err, func(e error) bool {
 		return hasShape(e, "LastStreamID", "ErrCode", "DebugData")
 	})
+}
+
+// goAwayUnprocessed begins the error net/http's HTTP/2 transport gives the
+// first stream of a connection when a GOAWAY with an error code names no
+// stream processed: it does not retry that stream itself, thinking a new
+// connection will fare no better, but after a backoff one may, and the
+// stream never reached the server's application (RFC 9113 §6.8).
+const goAwayUnprocessed = "http2: Transport received GOAWAY from server ErrCode:"
+
+// isGoAwayUnprocessed reports that error. It is matched by its message, the
+// one exception to matching by type or shape: net/http gives it neither.
+func isGoAwayUnprocessed(err error) bool {
+	return anyInChain(err, func(e error) bool { return strings.HasPrefix(e.Error(), goAwayUnprocessed) })
 }
 
 // hasShape reports whether e is a struct value with exactly these fields.

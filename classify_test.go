@@ -81,6 +81,8 @@ func TestClassifyError(t *testing.T) {
 		{"net timeout", timeoutErr{}, true, false},
 		{"our attempt timeout", fmt.Errorf("%w: %w", ErrAttemptTimeout, context.Canceled), true, false},
 		{"GOAWAY by shape", fmt.Errorf("h2: %w", goAwayShaped{LastStreamID: 1}), true, false},
+		{"GOAWAY for a new connection's first stream", fmt.Errorf("http2: Transport received GOAWAY from server ErrCode:%v", "ENHANCE_YOUR_CALM"), true, true},
+		{"the same words inside another error", errors.New("proxy: http2: Transport received GOAWAY from server ErrCode:NO_ERROR"), false, false},
 		{"REFUSED_STREAM by shape", streamShaped{Code: 7}, true, true},
 		{"other stream error", streamShaped{Code: 2}, false, false},
 		{"stream-like with odd field types", misShaped{Code: "7"}, false, false},

@@ -801,6 +801,35 @@ func TestFaultHTTP2GoAway(t *testing.T) {
 	relWaitConns(t, srv.ln, srv.client)
 }
 
+func TestFaultHTTP2GoAwayOnANewConnection(t *testing.T) {
+	relNoLeaks(t)
+	// A GOAWAY with an error code that names no stream processed, sent for
+	// a new connection's first stream: net/http does not retry that stream
+	// itself, and gives it an error of no type. It was never processed, so
+	// even a POST without a key is retried, after its backoff.
+	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+		if n%2 == 1 {
+			relH2Write(w, relH2GoAway, 0, 0, relU32s(0, 0xb /* ENHANCE_YOUR_CALM */))
+			return false
+		}
+		return relH2Respond(w, stream, "h2 ok") == nil
+	})
+	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+	reasons := relReasons(tr)
+	for _, method := range []string{"GET", "POST"} {
+		srv.client.CloseIdleConnections() // each on a new connection's first stream
+		resp, err := relDo(t, tr, method, srv.url, strings.NewReader("x"))
+		relReadOK(t, resp, err, "h2 ok")
+	}
+	if got := reasons(); len(got) != 2 || got[0] != "http2 GOAWAY" || got[1] != "http2 GOAWAY" {
+		t.Errorf("retry reasons %q, want two http2 GOAWAY", got)
+	}
+	if srv.streams.Load() != 4 {
+		t.Errorf("server saw %d streams, want 4", srv.streams.Load())
+	}
+	relWaitConns(t, srv.ln, srv.client)
+}
+
 func TestFaultHTTP2RefusedStream(t *testing.T) {
 	relNoLeaks(t)
 	// REFUSED_STREAM before any response: the stream was not processed.

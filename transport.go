@@ -34,7 +34,7 @@ const DefaultMaxRetryAfter = time.Minute
 //     OPTIONS, TRACE, PUT, DELETE), it carries an Idempotency-Key or
 //     X-Idempotency-Key header, RetryAllMethods is set, or the failure
 //     proves the request was never sent (a dial error, connection refused,
-//     HTTP/2 REFUSED_STREAM).
+//     HTTP/2 REFUSED_STREAM, or a GOAWAY naming no stream processed).
 //  5. Bodies are rewound with Request.GetBody when it is set. Otherwise a
 //     body of up to MaxBufferedBody bytes is read once into an immutable
 //     buffer, and each attempt reads its own reader over it (its clone
