@@ -53,6 +53,7 @@ const (
 	bodyGetBody                  // the caller's Body first, then Request.GetBody
 	bodyBuffered                 // every attempt reads its own reader over chunks
 	bodyOnce                     // too large to keep: sent once, not replayed
+	bodyStreamed                 // the caller's Body, of a request never retried: sent as it is written
 )
 
 // requestBody is how one logical request produces its attempts' bodies.
@@ -80,8 +81,9 @@ type replayBuffer struct {
 // closed and an *Error returned (StopInvalid). The read ends when the
 // request's context does, by closing the body as net/http does to a body
 // it is sending (StopCanceled, or StopDeadline for the deadline; the *Error
-// wraps the context's error).
-func prepareBody(req *http.Request, limit int64) (requestBody, error) {
+// wraps the context's error). The body of a request that its Policy, or
+// def when it has none of its own, never retries is not read at all.
+func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 		return requestBody{kind: bodyNone}, nil
@@ -89,6 +91,8 @@ func prepareBody(req *http.Request, limit int64) (requestBody, error) {
 		return requestBody{kind: bodyGetBody}, nil
 	case limit < 0 || req.ContentLength > limit:
 		return requestBody{kind: bodyOnce, once: req.Body}, nil
+	case policyFor(req.Context(), *def).retries() == 0: // looked up only here, where reading would cost more
+		return requestBody{kind: bodyStreamed}, nil
 	}
 	ctx := req.Context()
 	stop := func() bool { return true }
@@ -144,7 +148,7 @@ func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, er
 
 // hasOwnBody reports whether attempt 1 can send the caller's request as is.
 func (b *requestBody) hasOwnBody() bool {
-	return b.kind == bodyNone || b.kind == bodyGetBody || (b.kind == bodyOnce && b.onceIsCallers())
+	return b.kind == bodyNone || b.kind == bodyGetBody || b.kind == bodyStreamed || (b.kind == bodyOnce && b.onceIsCallers())
 }
 
 // onceIsCallers reports whether a bodyOnce is the caller's untouched Body.
@@ -152,9 +156,6 @@ func (b *requestBody) onceIsCallers() bool {
 	_, wrapped := b.once.(*onceBody)
 	return !wrapped
 }
-
-// replayable reports whether the body can be produced for another attempt.
-func (b *requestBody) replayable() bool { return b.kind != bodyOnce }
 
 // newReader returns a fresh reader over the buffered body; it is also the
 // GetBody of every buffered attempt, so the base transport can replay too.

@@ -23,6 +23,8 @@ func WithPolicy(ctx context.Context, p Policy) context.Context {
 // one attempt is returned as it came. When it was retryable, OnGiveUp gets
 // StopExhausted, or the reason the request could not have been sent again
 // anyway (StopNotReplayable, StopBodyTooLarge), which is looked at first.
+// Its body is not read ahead to be kept for retries: it streams to Base as
+// it is written, as without httpretry.
 func WithoutRetries(ctx context.Context) context.Context {
 	return WithPolicy(ctx, Policy{MaxRetries: NoRetries})
 }

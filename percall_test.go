@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -88,6 +89,54 @@ func TestBodyTooLargeIsItsOwnStopReason(t *testing.T) {
 	}
 	if !strings.Contains(StopBodyTooLarge.String(), "GetBody") || !strings.Contains(StopBodyTooLarge.String(), "MaxBufferedBody") {
 		t.Errorf("%q does not say how to fix it", StopBodyTooLarge)
+	}
+}
+
+// TestBodyOfACallWithoutRetriesStreams: a call that is never retried has
+// no use for a copy of its body, so the body is not read before the
+// request is sent: a body that waits for the request to reach the server
+// (a duplex stream) goes through, and a retryable outcome is reported as
+// StopExhausted. Before, it was read up front, and this one waited until
+// its deadline.
+func TestBodyOfACallWithoutRetriesStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctx  func(context.Context) context.Context
+		tr   Policy
+	}{
+		{"WithoutRetries", WithoutRetries, Policy{}},
+		{"the Transport's Policy", func(ctx context.Context) context.Context { return ctx }, Policy{MaxRetries: NoRetries}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				sent := make(chan struct{})
+				go func() {
+					<-sent // the body comes only once the request went
+					pw.Write([]byte("streamed"))
+					pw.Close()
+				}()
+				var got []byte
+				var stop StopReason
+				tr := &Transport{Policy: tc.tr, OnGiveUp: func(e RetryEvent) { stop = e.Stop },
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						close(sent)
+						got, _ = io.ReadAll(r.Body)
+						return response(503, ""), nil
+					})}
+				ctx, cancel := context.WithTimeout(tc.ctx(context.Background()), time.Second)
+				defer cancel()
+				req := httptest.NewRequest("PUT", "http://x/", pr).WithContext(ctx) // replayable, but for its body
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatalf("RoundTrip: %v", err)
+				}
+				resp.Body.Close()
+				if string(got) != "streamed" || resp.StatusCode != 503 || stop != StopExhausted {
+					t.Errorf("server got %q, status %d, stop %v; want the streamed body, the 503, StopExhausted", got, resp.StatusCode, stop)
+				}
+			})
+		})
 	}
 }
 

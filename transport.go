@@ -122,7 +122,9 @@ type Transport struct {
 	// sent, up to this many bytes or until the request's context ends (the
 	// body is then closed, and RoundTrip returns an *Error with
 	// StopCanceled, or StopDeadline): a longer body is then streamed once
-	// and its request is not retried (StopBodyTooLarge). Zero means
+	// and its request is not retried (StopBodyTooLarge). The body of a
+	// request whose Policy allows no retries (see WithoutRetries) is not
+	// read ahead at all. Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
 	// requests without a body or with GetBody are retried: set it for
 	// bodies that must stream as they are written, such as a pipe.
@@ -202,7 +204,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	body, err := prepareBody(req, t.bodyLimit())
+	body, err := prepareBody(req, t.bodyLimit(), &t.Policy)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +267,7 @@ func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) 
 	switch {
 	case !replayable(req, t.RetryAllMethods) && (err == nil || !neverSent(err)):
 		return StopNotReplayable
-	case !body.replayable():
+	case body.kind == bodyOnce:
 		return StopBodyTooLarge // streamed once, and gone
 	}
 	return StopNone
