@@ -84,7 +84,8 @@ func (p Policy) bounds() (base, limit time.Duration) {
 // Delay returns the wait before retry n (n = 1 is the first retry), given the
 // previous wait and a random value u in [0, 1). It is a pure function: the
 // same arguments give the same result, and for every n, prev and u the result
-// lies in [0, MaxDelay]. A u outside [0, 1) is clamped into it; n below 1
+// lies in [0, MaxDelay]. A u outside [0, 1) is clamped into it, and NaN
+// counts as 0 (with full jitter, no wait at all); n below 1
 // counts as 1. It is exported so that a caller can print or test the waits
 // a Policy gives, and use the same backoff for work that is not HTTP; the
 // Transport adds Retry-After and storm control to it.

@@ -54,8 +54,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     wrapping the context's error; the deprecated Request.Cancel reaches
 //     Base with each attempt, but does not end a wait (http.Client's
 //     Timeout sets the context's deadline too). A wait not started for the
-//     deadline returns the last error as it is: the deadline has not come
-//     yet.
+//     deadline returns the last error as it is, and a last response not
+//     kept as an *Error that names its status alone: the deadline has not
+//     come yet.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
@@ -161,7 +162,9 @@ type Transport struct {
 
 	// Random returns values in [0, 1) for the jitter. Nil means
 	// math/rand/v2's Float64. It must be safe for concurrent use; a seeded
-	// source makes waits reproducible.
+	// source makes waits reproducible. A value outside [0, 1) is clamped
+	// into it and NaN counts as 0, so a source that returns only those
+	// makes every full-jitter wait zero.
 	Random func() float64
 
 	// Storm is storm control (see StormControl); its zero value is on.
@@ -191,7 +194,9 @@ func (t *Transport) base() http.RoundTripper {
 }
 
 // CloseIdleConnections closes the idle connections of Base, when it has
-// such a method. The Transport never calls it on its own.
+// such a method. The Transport never calls it on its own. With a nil Base
+// it closes those of the shared transport that every Transport without a
+// Base uses, in the whole process.
 func (t *Transport) CloseIdleConnections() {
 	type closeIdler interface{ CloseIdleConnections() }
 	if ci, ok := t.base().(closeIdler); ok {
