@@ -85,9 +85,13 @@ const DefaultMaxRetryAfter = time.Minute
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
-//     A copy, even of a Transport in use, is a Transport of its own: its
-//     storm control is built from its own Storm, at the latest by its
-//     first failed attempt (set Storm.Budget to share a budget).
+//     A copy, even of a Transport used before, is a Transport of its own:
+//     its storm control is built from its own Storm, at the latest by its
+//     first failed attempt (set Storm.Budget to share a budget). Copy it
+//     while none of its requests is running: its first request, and a
+//     copy's first failed attempt, set the pointer to that state, and a
+//     copy made at that moment races with them (the race detector says
+//     so).
 //
 // Every field's zero value means its default.
 type Transport struct {
