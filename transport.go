@@ -25,7 +25,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     own req.Clone with its own fresh body and a context that carries its
 //     attempt number (see Attempt). A first attempt that needs no new body
 //     and no AttemptTimeout sends the caller's request itself, as a plain
-//     base transport would be given it.
+//     base transport would be given it: a Base that changes the request it
+//     is given, which http.RoundTripper forbids, changes the caller's, and
+//     the retries that clone it.
 //  3. The caller's request body is closed exactly once, on every path that
 //     returns: a panic in Base or a callback unwinds past it, as it does
 //     through net/http's Client, and leaves the body to Base.
