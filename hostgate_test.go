@@ -27,7 +27,7 @@ func failing(n int) (*hostSet, []*member) {
 // held asks the gate about m's retry at now, as stormState.hold does:
 // whether the retry waits rather than going at once.
 func held(h *host, m *member, now time.Time) bool {
-	if !h.ask(m, m.last, m.policy, now) {
+	if !h.ask(m, m.last, now) {
 		m.goes(now)
 		return false
 	}
@@ -423,7 +423,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		if !h.nextProbe.Equal(next) {
 			t.Fatalf("after %d failed probes in a row the next goes at %v, want %v", k+1, h.nextProbe.Sub(t0), next.Sub(t0))
 		}
-		h.ask(prober, false, prober.policy, at(100000)) // back in line after its own wait
+		h.ask(prober, false, at(100000)) // back in line after its own wait
 		for _, m := range ms {
 			if send, _ := h.poll(m, next); send {
 				break
@@ -528,7 +528,7 @@ func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
 		prober := h.probing
 		s.failed("h", prober, failure{at: now})
 		paces = append(paces, h.nextProbe.Sub(now))
-		h.ask(prober, false, prober.policy, at(100000))
+		h.ask(prober, false, at(100000))
 		now = h.nextProbe
 		for _, m := range ms {
 			if send, _ := h.poll(m, now); send {
@@ -705,7 +705,7 @@ func TestGateHoldsOnlyOnceTheOutageIsProven(t *testing.T) {
 				}
 				s.failed("h", m, f)
 			}
-			if got := ms[0].h.ask(ms[1], false, Policy{}, at(tc.askAt)); got != tc.want {
+			if got := ms[0].h.ask(ms[1], false, at(tc.askAt)); got != tc.want {
 				t.Errorf("waits in line %v, want %v", got, tc.want)
 			}
 		})
@@ -721,7 +721,7 @@ func TestGateOutageIsProvenByTheAverageAttemptTime(t *testing.T) {
 	if want := 400*time.Millisecond - 399*time.Millisecond/tookWeight; h.took.avg != want {
 		t.Errorf("attempts take %v, want the moving average %v", h.took, want)
 	}
-	if h.ask(ms[1], false, Policy{}, at(300)) {
+	if h.ask(ms[1], false, at(300)) {
 		t.Error("held 300 ms into an outage of attempts that take about 200 ms on average: one short attempt proved it")
 	}
 }
@@ -746,14 +746,14 @@ func TestGateHoldsAtOnceWhenAProvenHostFailsAgain(t *testing.T) {
 		failAt(s, ms[i%2], i, 100*time.Millisecond)
 	}
 	h := ms[0].h
-	if !h.ask(ms[1], false, Policy{}, at(250)) {
+	if !h.ask(ms[1], false, at(250)) {
 		t.Fatal("not held 250 ms into an outage of 100 ms attempts")
 	}
 	answerAt(s, h, 300, upAfter) // back, and up
 	for i := range downAfter {   // shedding now
 		failAt(s, ms[0], 400+i, 100*time.Millisecond)
 	}
-	if !h.ask(ms[1], false, Policy{}, at(420)) {
+	if !h.ask(ms[1], false, at(420)) {
 		t.Error("a retry into a host that fails again after a proven outage went unheld")
 	}
 }
@@ -773,14 +773,14 @@ func TestGateFirstOutageAfterAnswersIsYoung(t *testing.T) {
 			failAt(s, ms[0], 0, 100*time.Millisecond) // two failures at random create the state,
 			failAt(s, ms[1], 0, 100*time.Millisecond) // which starts down
 			h := ms[0].h
-			if !h.ask(ms[1], false, Policy{}, at(300)) {
+			if !h.ask(ms[1], false, at(300)) {
 				t.Fatal("not held by a state that starts down, 300 ms old")
 			}
 			answerAt(s, h, 1000, 50) // the host answers while both still retry
 			for i := range downAfter {
 				failAt(s, ms[0], 10_000+i, 100*time.Millisecond)
 			}
-			if got := h.ask(ms[1], false, Policy{}, at(tc.askAt)); got != tc.want {
+			if got := h.ask(ms[1], false, at(tc.askAt)); got != tc.want {
 				t.Errorf("held %v, want %v: the first real outage counts from its own first failure", got, tc.want)
 			}
 		})
@@ -794,13 +794,13 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 		failAt(s, ms[i%3], i, time.Millisecond)
 	}
 	h := ms[0].h
-	if !h.ask(ms[1], false, Policy{}, at(100)) {
+	if !h.ask(ms[1], false, at(100)) {
 		t.Fatal("not held 100 ms into an outage of 1 ms failures")
 	}
 	for range 8 { // attempts sent a minute before, hung until now
 		failAt(s, ms[0], 2000, time.Minute)
 	}
-	if !h.ask(ms[2], false, Policy{}, at(10_000)) {
+	if !h.ask(ms[2], false, at(10_000)) {
 		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took.avg)
 	}
 }

@@ -9,12 +9,12 @@ import (
 // each goes (docs/storm-control.md rules 2 to 5).
 
 // member is one retrying request of a host. Its life is written only by its
-// request's goroutine, as are askBudget, toldWait, downNews and toTell; the
-// rest is shared under h.mu.
+// request's goroutine, as are policy, askBudget, toldWait, downNews and
+// toTell; the rest is shared under h.mu.
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
-	policy            Policy        // its own, whose steps pace the line's probes
+	policy            Policy        // its request's, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
 	toldWait          bool          // its latest failure came with a Retry-After while the host was down
 	waiting, released bool          // held in line; let go by the line's credit
@@ -201,11 +201,11 @@ func (h *host) release(now time.Time) {
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only with another request to the host retrying, and the host
 // proven down or a Retry-After told (rule 1). last reports that the retry
-// is its request's last; p is the request's Policy.
-func (h *host) ask(m *member, last bool, p Policy, now time.Time) (held bool) {
+// is its request's last.
+func (h *host) ask(m *member, last bool, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m.last, m.policy = last, p
+	m.last = last
 	down := h.provenDown(now)
 	singled := !m.toTell.IsZero() && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
 	if len(h.members) == 1 || singled || !down && !m.toldWait {

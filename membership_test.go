@@ -241,7 +241,7 @@ func TestRefusedProbeWaitsBeforeTheNext(t *testing.T) {
 	}
 	h := ms[0].h
 	now := at(50)
-	require.True(t, h.ask(ms[0], false, ms[0].policy, now))
+	require.True(t, h.ask(ms[0], false, now))
 	send, _ := h.poll(ms[0], now)
 	require.True(t, send, "the oldest held probes once fresh requests stopped")
 	h.refused(ms[0], now)

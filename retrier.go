@@ -51,8 +51,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, saysWait: hasFloor, at: now, sent: r.sent})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
-		p := policyFor(r.req.Context(), t.Policy)
-		r.pol = &p
+		r.m.policy = policyFor(r.req.Context(), t.Policy)
+		r.pol = &r.m.policy
 	}
 	if stop := t.replayStop(r.req, body, err); stop != StopNone {
 		return 0, stop
@@ -175,7 +175,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 // limits bounds a hold that begins at due, after retry n's own backoff.
 func (r *retrier) limits(due time.Time, n int) holdLimits {
 	pol := *r.pol
-	lim := holdLimits{policy: pol, floor: r.floor}
+	lim := holdLimits{floor: r.floor}
 	if d, ok := r.req.Context().Deadline(); ok {
 		lim.hard = d
 	}

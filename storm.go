@@ -230,10 +230,9 @@ func (st *stormState) end(m *member, answered bool) {
 
 // holdLimits bound a hold (see StormControl).
 type holdLimits struct {
-	hard   time.Time                               // the deadline or MaxElapsed; zero when neither
-	rest   func(fit, floor time.Duration) ownSteps // the own backoff's steps left that fit, attempts taking fit; nil for a last retry
-	floor  time.Duration                           // the latest Retry-After's wait
-	policy Policy                                  // the request's, whose steps pace the line's probes
+	hard  time.Time                               // the deadline or MaxElapsed; zero when neither
+	rest  func(fit, floor time.Duration) ownSteps // the own backoff's steps left that fit, attempts taking fit; nil for a last retry
+	floor time.Duration                           // the latest Retry-After's wait
 }
 
 // hold is called once m's retry has waited its own backoff, and holds it
@@ -248,7 +247,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	if st.hosts == nil || lim.rest == nil && m.drawn.IsZero() {
 		return false, StopNone
 	}
-	if now := time.Now(); !m.h.ask(m, lim.rest == nil, lim.policy, now) {
+	if now := time.Now(); !m.h.ask(m, lim.rest == nil, now) {
 		m.goes(now)
 		return false, st.recheckBudget(m, now)
 	}
