@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -127,9 +128,7 @@ func (t *Transport) ownStorm() *stormState {
 func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 	c, st := t.Storm, &stormState{owner: t}
 	if !c.NoBudget {
-		if st.budget = c.Budget; st.budget == nil {
-			st.budget = &Budget{}
-		}
+		st.budget = cmp.Or(c.Budget, &Budget{})
 	}
 	if !c.NoHostGate {
 		share := c.ReleaseShare
