@@ -62,10 +62,8 @@ func (m *member) outlived(now time.Time) bool {
 
 // lifeLeft returns the wait at now before m's next retry: d, its own
 // backoff's, cut to end with its life, or, in a life that the deadline or
-// MaxElapsed cut short, until the life's next step, which its own backoff
-// drew when it was first held (there, fresh draws after a retry the line
-// let go early fitted more attempts under the limit than plain backoff);
-// over reports that the life is over.
+// MaxElapsed cut short, until the life's next step as drawn when it was
+// first held (rule 5); over reports that the life is over.
 func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
 	if m.giveUp.IsZero() {
 		return d, false
@@ -139,10 +137,8 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 
 // live sets m's giveUp from its own attempts' time: its last step, or,
 // with a deadline, the last whose attempt fails before it, as plain
-// backoff's last attempt is one that ends before the deadline (a step
-// past it gave the attempt's time back late: a life fitted by the host's
-// 5 ms attempts ended a request of 300 ms attempts at its deadline, 0.3 s
-// after plain backoff). h.mu is held.
+// backoff's last attempt is one that ends before the deadline (rule 5).
+// h.mu is held.
 func (h *host) live(m *member) {
 	if m.lastGone || m.drawn.IsZero() { // a slow last attempt does not lengthen it; no life, no hard
 		return
