@@ -222,7 +222,7 @@ func (st *stormState) end(m *member, answered bool) {
 	if st.hosts != nil {
 		st.hosts.leave(m)
 	}
-	if st.budget != nil && answered && m.spent > 0 {
+	if answered && m.spent > 0 { // spent only with a budget (see sent)
 		st.budget.add(float64(m.spent), time.Now())
 	}
 }
