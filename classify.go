@@ -190,10 +190,18 @@ func isGoAway(err error) bool {
 const goAwayUnprocessed = "http2: Transport received GOAWAY from server ErrCode:"
 
 // isGoAwayUnprocessed reports that error. It is matched by its message, the
-// one exception to matching by type or shape: net/http gives it neither.
+// one exception to matching by type or shape: net/http gives it neither,
+// only the type of errors.New, whose Error alone is called, as another
+// error's may panic (x509.HostnameError's without a certificate does).
 func isGoAwayUnprocessed(err error) bool {
-	return anyInChain(err, func(e error) bool { return strings.HasPrefix(e.Error(), goAwayUnprocessed) })
+	return anyInChain(err, func(e error) bool {
+		return reflect.TypeOf(e) == plainErrorType && strings.HasPrefix(e.Error(), goAwayUnprocessed)
+	})
 }
+
+// plainErrorType is the type of errors.New's errors, and of fmt.Errorf's
+// without a wrapped error.
+var plainErrorType = reflect.TypeOf(errors.New(""))
 
 // hasShape reports whether e is a struct value with exactly these fields.
 func hasShape(e error, fields ...string) bool {

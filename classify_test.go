@@ -63,6 +63,12 @@ func readErr(errno syscall.Errno) error {
 	return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
 }
 
+// goAwayWords says what net/http's untyped GOAWAY error says, from a type
+// of its own.
+type goAwayWords struct{}
+
+func (goAwayWords) Error() string { return goAwayUnprocessed + "PROTOCOL_ERROR" }
+
 func TestClassifyError(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -83,6 +89,7 @@ func TestClassifyError(t *testing.T) {
 		{"GOAWAY by shape", fmt.Errorf("h2: %w", goAwayShaped{LastStreamID: 1}), true, false},
 		{"GOAWAY for a new connection's first stream", fmt.Errorf("http2: Transport received GOAWAY from server ErrCode:%v", "ENHANCE_YOUR_CALM"), true, true},
 		{"the same words inside another error", errors.New("proxy: http2: Transport received GOAWAY from server ErrCode:NO_ERROR"), false, false},
+		{"the same words in an error of another type", goAwayWords{}, false, false},
 		{"REFUSED_STREAM by shape", streamShaped{Code: 7}, true, true},
 		{"other stream error", streamShaped{Code: 2}, false, false},
 		{"stream-like with odd field types", misShaped{Code: "7"}, false, false},
