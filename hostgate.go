@@ -208,24 +208,15 @@ func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.f
 type attemptTime struct {
 	avg   time.Duration
 	timed bool // avg has been measured
-	lone  bool // by one attempt only
 }
 
 // note adds an attempt's time to the average.
 func (a *attemptTime) note(took time.Duration) {
 	if !a.timed {
-		a.avg, a.timed, a.lone = took, true, true
+		a.avg, a.timed = took, true
 		return
 	}
-	a.avg, a.lone = a.avg+(took-a.avg)/tookWeight, false
-}
-
-// stretch adds d to the time of the attempt noted last.
-func (a *attemptTime) stretch(d time.Duration) {
-	if !a.lone {
-		d /= tookWeight
-	}
-	a.avg += d
+	a.avg += (took - a.avg) / tookWeight
 }
 
 // budgetView reports at now whether a retry into the host is charged to

@@ -27,6 +27,7 @@ type member struct {
 	date              time.Time     // the latest Retry-After date it told the line
 	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
+	drains            attemptTime   // how long their responses took to drain: its life is fitted to the deadline by them too
 	life                            // drawn at its first hold; the zero life is none
 }
 

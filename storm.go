@@ -164,17 +164,15 @@ func (st *stormState) failed(host string, m *member, f failure) *member {
 	return m
 }
 
-// drained adds d, the drain of the response of m's latest attempt, timed,
-// to its attempts' time: plain backoff's next wait starts after the drain,
-// so a held request's life counts it too (a 100 ms drain uncounted fitted
-// more steps before the deadline than plain backoff, and more attempts).
+// drained notes d, how long the response of m's latest attempt took to
+// drain: plain backoff's next wait starts after it.
 func (st *stormState) drained(m *member, d time.Duration) {
-	if m.h == nil || d <= 0 { // the gate is off
+	if m.h == nil { // the gate is off
 		return
 	}
 	m.h.mu.Lock()
 	defer m.h.mu.Unlock()
-	m.took.stretch(d)
+	m.drains.note(d)
 }
 
 // timing reports whether a host has requests retrying: then attempts are
@@ -304,11 +302,16 @@ func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	m.h.mu.Lock()
 	// Timed by its own attempts only (see member.took); they take time too,
-	// so it is fitted to the deadline by the host's until one is timed.
+	// so it is fitted to the deadline by the host's until one is timed, and
+	// by the drains of their responses, which its steps do not count: a
+	// 100 ms drain uncounted fitted more steps before the deadline than
+	// plain backoff fits retries, and counted, a first slow drain put
+	// every later step of a life of fast ones late.
 	fit, floor := m.took.avg, lim.floor
 	if !m.took.timed {
 		fit = m.h.took.avg
 	}
+	fit += m.drains.avg
 	if !m.h.saysWait {
 		floor = 0
 	}
