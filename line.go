@@ -89,6 +89,8 @@ func (m *member) putOff(now, at time.Time) {
 	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
 	if next := m.stepAt(k); next.Before(at) {
 		m.drawn = m.drawn.Add(at.Sub(next))
+		m.h.mu.Lock()
+		defer m.h.mu.Unlock()
 		m.h.live(m)
 	}
 }

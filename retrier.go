@@ -251,7 +251,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	if resp != nil {
 		start := time.Now()
 		last.body, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
-		if !r.sent.IsZero() { // the attempt was timed: its time goes on to here
+		if !r.sent.IsZero() { // the attempt was timed: so is its drain
 			r.st.drained(r.m, time.Since(start))
 		}
 	}
