@@ -12,8 +12,9 @@ type policyKey struct{}
 // library's defaults, not the Transport's, so start from the Transport's
 // Policy to change one field; out-of-range values mean what they mean
 // there. The Transport looks the context up only when an attempt has
-// failed with a retryable outcome, so a request that succeeds at once pays
-// nothing for it.
+// failed with a retryable outcome, or before reading ahead a body without
+// GetBody (see WithoutRetries), so a request without such a body that
+// succeeds at once pays nothing for it.
 func WithPolicy(ctx context.Context, p Policy) context.Context {
 	return context.WithValue(ctx, policyKey{}, p)
 }
@@ -24,7 +25,9 @@ func WithPolicy(ctx context.Context, p Policy) context.Context {
 // StopExhausted, or the reason the request could not have been sent again
 // anyway (StopNotReplayable, StopBodyTooLarge), which is looked at first.
 // Its body is not read ahead to be kept for retries: it streams to Base as
-// it is written, as without httpretry.
+// it is written, as without httpretry, so a body over MaxBufferedBody
+// reports StopExhausted rather than StopBodyTooLarge unless its
+// ContentLength already said it was too long.
 func WithoutRetries(ctx context.Context) context.Context {
 	return WithPolicy(ctx, Policy{MaxRetries: NoRetries})
 }

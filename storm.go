@@ -31,7 +31,8 @@ const DefaultReleaseShare = 0.25
 // request's own news of it), and its last goes whatever the host's state,
 // so it ends no later, after no more attempts, than without storm control
 // (but for a Retry-After date told to the line, which holds the line until
-// then). Between steps, the line is let go oldest first: each answer of
+// then, and for Retry-After on some failures and not others, whose steps
+// a life drawn ahead can only guess). Between steps, the line is let go oldest first: each answer of
 // the host earns ReleaseShare of a release, a share grown by answers and
 // halved by failures as TCP's window, and while no fresh requests come,
 // the oldest held retry probes the host at its own backoff's pace. No hold

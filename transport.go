@@ -169,8 +169,8 @@ type Transport struct {
 	// Random returns values in [0, 1) for the jitter. Nil means
 	// math/rand/v2's Float64. It must be safe for concurrent use; a seeded
 	// source makes waits reproducible. A value outside [0, 1) is clamped
-	// into it and NaN counts as 0, so a source that returns only those
-	// makes every full-jitter wait zero.
+	// into it and NaN counts as 0, so a source that returns only NaN or
+	// values at or below 0 makes every full-jitter wait zero.
 	Random func() float64
 
 	// Storm is storm control (see StormControl); its zero value is on.
