@@ -61,6 +61,44 @@ func (m *member) outlived(now time.Time) bool {
 	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
 }
 
+// ownWait returns, at now, the wait before m's next retry that storm
+// control's view of its life gives, own being its own backoff's wait (see
+// lifeLeft). early reports that its life's last retry went an attempt's
+// time early (see goes), and the next goes at once in its place; over,
+// that its life's last retry has gone.
+func (m *member) ownWait(now time.Time, own time.Duration) (wait time.Duration, early, over bool) {
+	wait, over = m.lifeLeft(now, own)
+	early, m.earlyEnd = over && m.earlyEnd, false
+	if early {
+		return 0, true, false
+	}
+	return wait, false, over
+}
+
+// willWait records that m's request waits d from now, floor being its
+// Retry-After's wait (zero: none). A Retry-After puts off its life's steps
+// as it puts off plain backoff's (but for the early retry that stands in
+// for its life's last), and its date is told to the line once the wait
+// starts (see stormState.tellDate).
+func (m *member) willWait(now time.Time, d, floor time.Duration, early bool) {
+	m.toTell = time.Time{}
+	if floor > 0 {
+		if !early {
+			m.putOff(now, now.Add(d))
+		}
+		m.toTell = now.Add(floor)
+	}
+}
+
+// cutBy returns the deadline or MaxElapsed when it cut m's life short,
+// and zero otherwise.
+func (m *member) cutBy() time.Time {
+	if m.own.cut || m.atHard {
+		return m.hard
+	}
+	return time.Time{}
+}
+
 // lifeLeft returns the wait at now before m's next retry: d, its own
 // backoff's, cut to end with its life, or, in a life that the deadline or
 // MaxElapsed cut short, until the life's next step as drawn when it was

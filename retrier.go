@@ -28,9 +28,7 @@ type retrier struct {
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
 	st := t.storm()
-	if st.budget != nil {
-		st.budget.countRequest()
-	}
+	st.counts()
 	if t.MaxElapsed > 0 || st.timing() {
 		now := time.Now()
 		return retrier{t: t, req: req, st: st, start: now, sent: now}
@@ -64,38 +62,28 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return 0, StopRetryAfter
 	}
 	own := r.pol.Delay(n, r.prev, t.random())
-	wait, over := r.m.lifeLeft(now, own)
-	early := over && r.m.earlyEnd // that retry went an attempt's time early: the next goes in its place
-	if early {
-		wait, over = 0, false
-	}
-	r.m.earlyEnd = false
+	wait, early, over := r.m.ownWait(now, own)
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
 	}
 	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
 		return 0, stop
 	}
-	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps as it does plain backoff's
+	if hasFloor { // a Retry-After is waited whole
 		wait = max(wait, spreadUp(floor, t.random()))
-		if !early {
-			r.m.putOff(now, now.Add(wait))
-		}
 	}
+	r.m.willWait(now, wait, floor, early)
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
-	r.prev, r.floor, r.m.toTell = wait, floor, time.Time{}
-	if hasFloor { // kept in m, not r: r stays small on the success path
-		r.m.toTell = now.Add(floor)
-	}
+	r.prev, r.floor = wait, floor
 	return wait, StopNone
 }
 
-// retryAfter returns the wait resp's Retry-After asks for at now, and
-// whether it asks for one that is heeded (see MaxRetryAfter). A zero wait
-// is none: spreading it would draw a random value that a held request's
-// life, drawn ahead, cannot know it needs.
+// retryAfter returns the wait resp's Retry-After asks for at now (zero
+// when none), and whether it asks for one that is heeded (see
+// MaxRetryAfter). A zero wait is none: spreading it would draw a random
+// value that a held request's life, drawn ahead, cannot know it needs.
 func (r *retrier) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp == nil || r.t.MaxRetryAfter < 0 {
 		return 0, false
@@ -108,8 +96,8 @@ func (r *retrier) retryAfter(resp *http.Response, now time.Time) (time.Duration,
 // deadline or MaxElapsed when they cut its life short, as they would have
 // stopped its own backoff, and the host gate otherwise.
 func (r *retrier) lifeOver() StopReason {
-	if r.m.own.cut || r.m.atHard {
-		return cmp.Or(r.pastLimits(r.m.hard), StopHostGate)
+	if hard := r.m.cutBy(); !hard.IsZero() {
+		return cmp.Or(r.pastLimits(hard), StopHostGate)
 	}
 	return StopHostGate
 }
@@ -148,9 +136,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	if !r.m.toTell.IsZero() && r.m.h != nil { // only a request that will wait for a date tells it to the line (rule 4); h is nil with the gate off
-		r.m.h.told(r.m, r.m.toTell)
-	}
+	r.st.tellDate(r.m)
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
 		// the drain and the timers taking their time: the deadline, not
@@ -161,13 +147,9 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 		return time.Since(start), 0, StopCanceled
 	}
 	due := time.Now()
-	wasHeld, stop := r.st.hold(ctx, r.m, r.limits(due, n))
-	end := time.Now()
-	if stop == StopNone {
-		r.st.sent(r.m, end)
-	}
+	wasHeld, stop := r.st.ask(ctx, r.m, r.limits(due, n))
 	if wasHeld {
-		held = end.Sub(due)
+		held = time.Since(due)
 	}
 	return own + held, held, stop
 }
@@ -209,9 +191,7 @@ func (r *retrier) sending(n int) {
 func (r *retrier) answered(n int, err error) {
 	if err == nil {
 		r.ok = true
-		if r.st.hosts != nil { // the host gate is on
-			r.st.hosts.answered(r.req.URL.Host, r.m, n == 1, r.sent)
-		}
+		r.st.answered(r.req.URL.Host, r.m, n == 1, r.sent)
 	}
 }
 

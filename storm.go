@@ -144,6 +144,20 @@ func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
+// counts counts a request sent, for the budget's tokens.
+func (st *stormState) counts() {
+	if st.budget != nil {
+		st.budget.countRequest()
+	}
+}
+
+// answered records that host answered m's request (see hostSet.answered).
+func (st *stormState) answered(host string, m *member, first bool, sent time.Time) {
+	if st.hosts != nil { // the host gate is on
+		st.hosts.answered(host, m, first, sent)
+	}
+}
+
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
 // known), and whether it came with a Retry-After.
@@ -231,6 +245,25 @@ type holdLimits struct {
 	hard  time.Time                               // the deadline or MaxElapsed; zero when neither
 	rest  func(fit, floor time.Duration) ownSteps // the own backoff's steps left that fit, attempts taking fit; nil for a last retry
 	floor time.Duration                           // the latest Retry-After's wait
+}
+
+// tellDate tells m's host the Retry-After date m's request waits for,
+// once its wait starts: only a request that waits for a date tells it
+// (rule 4). Its host is nil with the gate off.
+func (st *stormState) tellDate(m *member) {
+	if !m.toTell.IsZero() && m.h != nil {
+		m.h.told(m, m.toTell)
+	}
+}
+
+// ask is asked once m's retry has waited its own backoff: it holds the
+// retry (see hold) and, when the retry goes, charges it to the budget.
+func (st *stormState) ask(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
+	held, stop = st.hold(ctx, m, lim)
+	if stop == StopNone {
+		st.sent(m, time.Now())
+	}
+	return held, stop
 }
 
 // hold is called once m's retry has waited its own backoff, and holds it
