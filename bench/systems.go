@@ -9,7 +9,9 @@
 package bench
 
 import (
+	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/PuerkitoBio/rehttp"
@@ -26,6 +28,11 @@ type Params struct {
 	BaseDelay time.Duration
 	// MaxDelay caps every backoff wait.
 	MaxDelay time.Duration
+	// RandomSeed, when not zero, seeds the random values of httpretry's
+	// jitter (Transport.Random); the peers draw their own. The storm
+	// simulator gives each client its own seed, the same in every
+	// variant, so that storm control on and off meet the same draws.
+	RandomSeed uint64
 }
 
 // DefaultParams are httpretry's own defaults, used by the benchmarks.
@@ -100,6 +107,26 @@ func newHTTPRetry(base http.RoundTripper, p Params) http.RoundTripper {
 	return &httpretry.Transport{
 		Base:   base,
 		Policy: httpretry.Policy{MaxRetries: p.MaxRetries, BaseDelay: p.BaseDelay, MaxDelay: p.MaxDelay},
+		Random: seededRandom(p.RandomSeed),
+	}
+}
+
+// seededRandom returns a stream of values in [0, 1) seeded with seed, safe
+// for concurrent use, or nil (httpretry's own) for a zero seed. Seeded,
+// a difference between storm control on and off is storm control's, not
+// the draws': in one run of unseeded draws a sequential client's four
+// calls took 2.74 s on against 1.41 s off, and 2.20-3.45 s against
+// 2.19-3.41 s over seven more.
+func seededRandom(seed uint64) func() float64 {
+	if seed == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, 0x717e))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
 	}
 }
 

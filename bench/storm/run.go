@@ -119,7 +119,9 @@ func runOne(sc Scenario, sys bench.System) SystemResult {
 	clients := make([]http.RoundTripper, sc.Clients)
 	for i := range clients {
 		bases[i] = cleanhttp.DefaultPooledTransport()
-		clients[i] = sys.New(bases[i], sc.Params)
+		p := sc.Params
+		p.RandomSeed = sc.Seed<<32 | uint64(i+1) // each client its own draws, the same in every variant
+		clients[i] = sys.New(bases[i], p)
 	}
 	c := &fleet{sc: sc, url: srv.URL, clients: clients, rec: rec, since: since}
 

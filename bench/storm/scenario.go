@@ -132,7 +132,8 @@ type Scenario struct {
 	Window time.Duration
 	// Params are the retry numbers every system gets.
 	Params bench.Params
-	// Seed makes arrivals and client choice reproducible.
+	// Seed makes arrivals, client choice and httpretry's jitter (one
+	// stream per client, the same in every variant) reproducible.
 	Seed uint64
 	// LagLimit and Reruns: a system's run in which the simulator fell
 	// more than LagLimit behind its schedule is run again, up to Reruns

@@ -35,7 +35,7 @@ func everydayRuns() []stormRun {
 func runEveryday(md io.Writer, systems []bench.System, dir, rel string) error {
 	fmt.Fprintf(md, "## Everyday scenarios\n\n")
 	fmt.Fprintf(md, "`cd bench && go run ./cmd/storm -mode sequential|burst|random-closed|retry-after-long|retry-after-herd|flapping` (random-closed with `-fail-rate 0.3` and so on, the slow burst with `-mode burst -service-time 200ms`; package `bench/storm`, everyday.go): one client (one RoundTripper) as a newcomer writes it, "+
-		"against a loopback server, each system against a fresh one. Success: logical requests that finally got a 200. "+
+		"against a loopback server, each system against a fresh one. The httpretry variants draw their jitter from one seeded stream per client, the same in each, so that they differ only by what is turned off (the peers draw their own). Success: logical requests that finally got a 200. "+
 		"Attempts per call or per request: attempts at the server ÷ logical requests. Attempts by call: each call's attempts, in order. "+
 		"Last done after recovery: from the host's return until the last request ended (negative when every request gave up before). "+
 		"Attempts while down: attempts the host answered while down. Last done after arrivals end: from the end of new arrivals until the last request ended. Early retries: attempts that arrived before the date the server's latest "+

@@ -49,7 +49,7 @@ func main() {
 	flag.DurationVar(&f.Params.BaseDelay, "base", f.Params.BaseDelay, "backoff base delay")
 	flag.DurationVar(&f.Params.MaxDelay, "cap", f.Params.MaxDelay, "backoff cap")
 	flag.Float64Var(&f.FailRate, "fail-rate", f.FailRate, "share of attempts failed at random in random and random-closed modes; 0 means 5%")
-	flag.Uint64Var(&f.Seed, "seed", f.Seed, "seed of the arrivals")
+	flag.Uint64Var(&f.Seed, "seed", f.Seed, "seed of the arrivals and of httpretry's jitter")
 	share := flag.Float64("release-share", 0, "when positive, run httpretry with this StormControl.ReleaseShare (for a sweep)")
 	reruns := flag.Int("reruns", 0, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine)")
 	systems := flag.String("systems", "", "comma-separated system names; empty means all but the variants of httpretry: "+names())
