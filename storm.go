@@ -18,30 +18,30 @@ const DefaultReleaseShare = 0.25
 // worse, and stays out of the way of a request that is alone on its host.
 // Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The model: storm control keeps, per host, a line of the requests
-// retrying to it. A retry is held beyond its own backoff only while another
-// request to the host is retrying too and the host is proven down (it
-// answered none of its last 16 attempts, for at least twice the time a
-// failed attempt takes), or told the retry by Retry-After to wait while
-// down; it goes at once when no other request to the host is retrying,
-// or when it waited a Retry-After that the others' failures do not say. A
-// held request keeps its own backoff's steps, a Retry-After putting them
-// off as it puts off that backoff's: at each it goes if the host
-// may be back (it is answering again, or no failure is newer than the
-// request's own news of it), and its last goes whatever the host's state,
-// so it ends no later, after no more attempts, than without storm control
-// (but for a Retry-After date told to the line, which holds the line until
-// then, and for Retry-After on some failures and not others, whose steps
-// a life drawn ahead can only guess). Between steps, the line is let go oldest first: each answer of
-// the host earns ReleaseShare of a release, a share grown by answers and
-// halved by failures as TCP's window, and while no fresh requests come,
-// the oldest held retry probes the host at its own backoff's pace. No hold
-// outlasts the deadline or MaxElapsed: it returns the last outcome (see
-// Error for a body that could not be kept) with StopHostGate, or, when the
-// deadline or MaxElapsed cut its life short, the reason its own backoff
-// would give. The budget bounds, across hosts, the retries into hosts
-// proven down (see Budget). State is kept only for hosts with requests
-// retrying: a request to any other host pays one atomic load.
+// The model, per host: a retry that has waited its own backoff is held
+// only while another request to the host is retrying and the host is
+// proven down (it answered none of its last 16 attempts, over at least
+// twice the time a failed attempt takes), or while a Retry-After told it
+// to wait during the outage; one that waited a Retry-After of its own,
+// which the other requests' latest failure does not say, is not held. A
+// held request keeps the steps of its own backoff, a Retry-After putting
+// them off as it puts off that backoff: at each it goes if the host may be
+// back (it answers again, or no failure is newer than the request's own
+// news of it), and at its last it goes whatever the host's state, so that
+// it ends no later, and after no more attempts, than without storm
+// control. Between steps, the held retries are let go oldest first by the
+// host's answers, each earning ReleaseShare of a release, a share grown
+// by answers and halved by failures as TCP's window; while no fresh
+// requests reach the host, the oldest held retry probes it at its own
+// backoff's pace. No hold outlasts the deadline or MaxElapsed: one that
+// reaches them returns the last outcome (see Error for a body that could
+// not be kept) with StopHostGate, or, when they cut its life short, the
+// reason its own backoff would give. The budget bounds, across hosts, the
+// retries into hosts proven down (see Budget). Only hosts with requests
+// retrying have state: a request to any other host pays one atomic load.
+// Two exceptions to "no later": a Retry-After date told to the line holds
+// the line until then, and when only some failures carry a Retry-After, a
+// held request's steps, drawn ahead, are a guess at its own backoff's.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
