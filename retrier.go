@@ -231,9 +231,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	if resp != nil {
 		start := time.Now()
 		last.body, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
-		if !r.sent.IsZero() { // the attempt was timed: so is its drain
-			r.st.drained(r.m, time.Since(start))
-		}
+		r.st.drained(r.m, time.Since(start)) // timed even when the attempt was not: a life is fitted by it (see drawLife)
 	}
 	return last
 }

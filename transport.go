@@ -63,7 +63,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     upward by up to 10% so that clients told the same value do not return
 //     together. A Retry-After above MaxRetryAfter, or past the deadline,
 //     returns that response at once; one of zero, or a date already past,
-//     asks for no wait, and the backoff applies as without one.
+//     asks for no wait, and the backoff applies as without one. A date is
+//     counted from the response's Date header when it has one, so that
+//     the clocks' skew never brings a retry early; both have whole
+//     seconds, so the wait may end up to a second after the date.
 //  8. When retries end, the last response is returned as it came, body
 //     unread, with a nil error: a 503 is a response, not an error. A last
 //     transport error is returned as an *Error that records the attempt
