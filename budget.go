@@ -10,6 +10,9 @@ import (
 // Defaults of a Budget whose fields are left at zero, as in Finagle's
 // RetryBudget and the AWS SDKs' retry quota; no scenario of the storm
 // simulator makes the budget refuse a retry (the host gate paces them).
+// 200 requests through one Transport and a 3 s outage spend it: about 44
+// of their retries are refused, each into the host still down, and as
+// many succeed as with storm control off (51-60% against 53-54%).
 const (
 	DefaultBudgetRatio   = 0.5 // tokens per request sent
 	DefaultBudgetReserve = 10  // tokens per second
