@@ -20,8 +20,8 @@ import (
 // fails in the end ends no later, and after no more attempts, with storm
 // control than without it, however the others to its host are held. L's
 // Policy has no jitter, so that its schedule depends on time alone; a
-// Retry-After told to L is left out, its date being the documented
-// exception. "different attempt times" gives L 1 ms attempts among slower
+// Retry-After told to L alone is left out, Retry-After on some failures
+// and not others being the documented exception. "different attempt times" gives L 1 ms attempts among slower
 // ones: a life timed by the host's average ended 12-50 ms late on 6 seeds
 // in 5,000 (159 and 312 among them). "L first" starts L at 0, before the
 // others, so that its first attempt is not timed: a life fitted to L's

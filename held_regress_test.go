@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -39,8 +40,9 @@ type lAmong struct {
 	lReq       func() *http.Request
 	answer     func(isL bool, n int, at time.Duration) (*http.Response, error) // n: L's attempt number
 	loopers    int
-	loopAfter  time.Duration // the loopers start no earlier
-	seed       uint64        // of the random streams
+	loopAfter  time.Duration  // the loopers start no earlier
+	seed       uint64         // of the random streams
+	random     func() float64 // in place of those streams, when set
 }
 
 // run runs s with storm control c in a synctest bubble.
@@ -48,7 +50,11 @@ func (s lAmong) run(t *testing.T, c StormControl) (l lRun) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var mu sync.Mutex
-		tr := &Transport{Policy: s.policy, MaxElapsed: s.maxElapsed, Storm: c, Random: goroutineRandom(s.seed),
+		random := s.random
+		if random == nil {
+			random = goroutineRandom(s.seed)
+		}
+		tr := &Transport{Policy: s.policy, MaxElapsed: s.maxElapsed, Storm: c, Random: random,
 			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				isL, n := r.Header.Get("X-Who") == "L", 0
 				if isL {
@@ -364,4 +370,34 @@ func (b *lateBody) Read(p []byte) (int, error) {
 func (b *lateBody) Close() error {
 	b.once.Do(func() { close(b.closed) })
 	return nil
+}
+
+// TestRetryAfterToldToAnotherDoesNotHoldPastPlainBackoff: the host answers
+// every attempt with the same Retry-After. L was held until the date that
+// another request had told the line, went then, and its own Retry-After
+// counted from there (a differential hunt: 1.05 s late with Retry-After:
+// 1, 2.1 s with 2); or its life's early last retry went again a whole
+// Retry-After after the life's end (1.05 s late). The line keeps no date
+// now, and a life whose end came early sends no successor that would wait
+// a Retry-After. Every draw of a seed is the same value, so that the
+// draws a held life takes ahead do not change L's later waits.
+func TestRetryAfterToldToAnotherDoesNotHoldPastPlainBackoff(t *testing.T) {
+	for _, c := range []struct {
+		after        string
+		wait, lStart time.Duration
+		loopers      int
+	}{
+		{"1", 1024 * time.Millisecond, 900 * time.Millisecond, 1},
+		{"2", 1935 * time.Millisecond, 0, 1},
+		{"1", 289 * time.Millisecond, 729 * time.Millisecond, 3},
+	} {
+		t.Run(fmt.Sprintf("Retry-After %s, waits %v, %d others", c.after, c.wait, c.loopers), func(t *testing.T) {
+			p := Policy{MaxRetries: 2, BaseDelay: c.wait, MaxDelay: c.wait, Jitter: JitterNone}
+			for seed := range uint64(ownRetryAfterSeeds) {
+				u := (float64(seed) + 0.5) / ownRetryAfterSeeds
+				lAmong{random: func() float64 { return u }, policy: p, lStart: c.lStart, loopers: c.loopers, lReq: lWithPolicy(p, 0),
+					answer: withRetryAfter(c.after, true)}.endsNoLaterOn(t)
+			}
+		})
+	}
 }

@@ -64,11 +64,9 @@ type host struct {
 	share      float64       // releases each answer earns
 	credit     float64       // releases earned, not yet used
 	cut        bool          // a release happened since share was last halved
-	notBefore  time.Time     // Retry-After: nothing held goes earlier
 	saysWait   bool          // its latest failure came with a Retry-After
 	lastFailed *member       // the request of that failure
 	othersWait bool          // the latest failure of a request other than lastFailed came with one
-	answers    int           // answers heard: a date told before the latest is cleared
 	probing    *member       // the line's probe whose outcome is awaited
 	nextProbe  time.Time     // the next probe goes no earlier
 	missed     int           // the line's probes failed in a row
@@ -97,11 +95,12 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.lastFailed != m {
 		h.othersWait = h.saysWait
 	}
-	m.toldWait, m.fromLine, m.answersSeen, h.saysWait, h.lastFailed = false, false, h.answers, f.saysWait, m
+	m.fromLine, m.saysWait, h.saysWait, h.lastFailed = false, f.saysWait, f.saysWait, m
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}
 	h.run, h.streak = h.run+1, 0
+	m.toldWait = f.saysWait && h.down() // a hold for it (rule 1)
 	h.heard(m, f.at, true)
 	if f.first {
 		h.noteFresh(f.at)
@@ -109,18 +108,6 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.cut { // halved once per release, as TCP once per round trip (rule 4)
 		h.share, h.cut = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
-	}
-}
-
-// told records that m's request will wait until date, as a Retry-After
-// said: a hold for it if the host is down (rule 1), a date for the line (rule 4).
-func (h *host) told(m *member, date time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	m.toldWait = h.down()
-	if h.answers == m.answersSeen { // an answer since its failure cleared the dates told before it
-		m.date, m.dateAnswers = date, h.answers
-		h.notBefore = laterOf(h.notBefore, date)
 	}
 }
 
@@ -170,7 +157,6 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 		h.nudgeWaiting()
 	}
 	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
-	h.answers++ // clears the dates told before it
 	if first {
 		h.noteFresh(now)
 	}
@@ -179,7 +165,6 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 		h.credit += 2 // the line alone probes the host: slow start
 	}
 	h.share = min(h.share+shareStep*full, full)
-	h.notBefore = time.Time{} // a Retry-After told to one request no longer holds the others
 	h.credit += h.share
 	h.release(now)
 }
@@ -269,15 +254,6 @@ func (s *hostSet) leave(m *member) {
 		s.active.Add(-1)
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
-	}
-	if !m.date.IsZero() && !h.notBefore.IsZero() { // its date goes with it (rule 4)
-		h.notBefore = time.Time{}
-		for _, o := range h.members {
-			if o.dateAnswers == h.answers {
-				h.notBefore = laterOf(h.notBefore, o.date)
-			}
-		}
-		h.nudgeWaiting()
 	}
 	h.heard(m, time.Now(), false)
 }

@@ -225,57 +225,28 @@ func TestGateFailuresHalveTheShareOncePerRelease(t *testing.T) {
 	}
 }
 
-func TestGateRetryAfterHoldsTheLineUntilItsDateOrAnAnswer(t *testing.T) {
-	s := newHostSet(1)
-	a, b := newMember(), newMember()
-	s.failed("h", a, failure{first: true, at: at(0)})
-	s.failed("h", b, failure{first: true, at: at(0)})
-	h := a.h
-	h.told(a, at(1000))
-	h.told(b, at(1000))
-	if !held(h, a, at(50)) || !held(h, b, at(50)) {
-		t.Fatal("a retry told to wait went before the date")
-	}
-	if send, wake := h.poll(a, at(500)); send || !wake.Equal(at(1000)) {
-		t.Errorf("the oldest before the date: send %v, wake %v; want a wake at the date", send, wake.Sub(t0))
-	}
-	// An answer says the host serves again: the date told to one request
-	// no longer holds the line.
-	h.answered(at(600), nil, true, s.share, time.Time{})
-	h.answered(at(601), nil, true, s.share, time.Time{}) // 5/8 + 6/8 of a release
-	if !h.notBefore.IsZero() || !a.released {
-		t.Errorf("after an answer: date %v, oldest released %v; want the date gone and the answer's release used", h.notBefore.Sub(t0), a.released)
-	}
-}
-
-// TestGateDateGoesWithTheRequestThatToldIt: a date told to the line by a
-// request that then ends (its caller cancelled it, say) holds no one: the
-// line's date falls back to the latest told by a request still retrying,
-// and the retries held for it look again at once.
-func TestGateDateGoesWithTheRequestThatToldIt(t *testing.T) {
-	s, ms := failing(3)
-	h := ms[0].h
-	h.told(ms[0], at(5000))
-	h.told(ms[1], at(3000))
-	if !held(h, ms[2], at(50)) {
-		t.Fatal("not held before the dates")
-	}
-	select {
-	case <-ms[2].wake:
-	default:
-	}
-	s.leave(ms[0])
-	if !h.notBefore.Equal(at(3000)) {
-		t.Errorf("date after its teller left: %v, want the other's, 3 s", h.notBefore.Sub(t0))
-	}
-	select {
-	case <-ms[2].wake:
-	default:
-		t.Error("the retry held for the date was not told that it moved")
-	}
-	s.leave(ms[1])
-	if !h.notBefore.IsZero() {
-		t.Errorf("date after both tellers left: %v, want none", h.notBefore.Sub(t0))
+// TestGateHoldsARetryToldToWaitWhileDown: a retry whose failure came with
+// a Retry-After while the host was down is held, though no outage is
+// proven yet, and goes with the line once the host answers; without the
+// Retry-After, the same failures hold no one.
+func TestGateHoldsARetryToldToWaitWhileDown(t *testing.T) {
+	for _, says := range []bool{true, false} {
+		s := newHostSet(1)
+		a, b := newMember(), newMember()
+		s.failed("h", a, failure{first: true, saysWait: says, at: at(0)})
+		s.failed("h", b, failure{first: true, saysWait: says, at: at(0)})
+		h := a.h
+		if h.ask(a, false, at(1000)) != says {
+			t.Fatalf("Retry-After %v: held %v", says, !says)
+		}
+		if !says {
+			continue
+		}
+		h.answered(at(1100), nil, true, s.share, time.Time{})
+		h.answered(at(1101), nil, true, s.share, time.Time{})
+		if !a.released {
+			t.Error("the host answered twice at full share: the oldest held was not released")
+		}
 	}
 }
 

@@ -9,23 +9,21 @@ import (
 // each goes (docs/storm-control.md rules 2 to 5).
 
 // member is one retrying request of a host. Its life is written only by its
-// request's goroutine, as are policy, askBudget, toldWait, downNews and
-// toTell; the rest is shared under h.mu.
+// request's goroutine, as are policy, askBudget, between and downNews;
+// the rest is shared under h.mu.
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
 	policy            Policy        // its request's, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
-	toldWait          bool          // its latest failure came with a Retry-After while the host was down
+	saysWait          bool          // its latest failure came with a Retry-After
+	toldWait          bool          // and the host was down then
 	waiting, released bool          // held in line; let go by the line's credit
 	last              bool          // its retry held now is its last: never a probe
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
-	answersSeen       int           // the host's answers at its latest failure: a later one means it tells no date
+	between           bool          // its latest retry went between its life's steps, as plain backoff never sends one
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
-	toTell            time.Time     // the Retry-After date it will tell the line once its wait starts
-	date              time.Time     // the latest Retry-After date it told the line
-	dateAnswers       int           // the host's answers when it told date: an answer since clears it
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
 	drains            attemptTime   // how long their responses took to drain: its life is fitted to the deadline by them too
 	life                            // drawn at its first hold; the zero life is none
@@ -75,19 +73,23 @@ func (m *member) ownWait(now time.Time, own time.Duration) (wait time.Duration, 
 	return wait, false, over
 }
 
-// willWait records that m's request waits d from now, floor being its
-// Retry-After's wait (zero: none). A Retry-After puts off its life's steps
-// as it puts off plain backoff's (but for the early retry that stands in
-// for its life's last), and its date is told to the line once the wait
-// starts (see stormState.tellDate).
-func (m *member) willWait(now time.Time, d, floor time.Duration, early bool) {
-	m.toTell = time.Time{}
-	if floor > 0 {
-		if !early {
-			m.putOff(now, now.Add(d))
-		}
-		m.toTell = now.Add(floor)
+// waitsFor records that m's request will wait until end for a
+// Retry-After. After a retry sent at a step of its life, or at its own
+// backoff's time, the Retry-After puts off the life's steps as it puts off
+// plain backoff's; after one the line let go between steps, which plain
+// backoff never sent, the steps stay, and those before end are skipped.
+func (m *member) waitsFor(now, end time.Time) {
+	if !m.between {
+		m.putOff(now, end)
 	}
+}
+
+// mayGoBetween reports whether at now m's retry may go between its
+// life's steps: not while the host is down and says Retry-After when m's
+// life waits one that, told again, would end past the life's end, where
+// plain backoff sends no retry. h.mu is held.
+func (h *host) mayGoBetween(m *member, now time.Time) bool {
+	return m.floor == 0 || !h.saysWait || !h.down() || m.giveUp.IsZero() || now.Add(m.took.avg+m.floor).Before(m.giveUp)
 }
 
 // cutBy returns the deadline or MaxElapsed when it cut m's life short,
@@ -222,8 +224,8 @@ func (h *host) nudgeFirst() {
 // is not saved up while nobody waits. h.mu is held.
 func (h *host) release(now time.Time) {
 	freed := false
-	for i := 0; i < len(h.members) && h.credit >= 1 && !now.Before(h.notBefore); i++ {
-		if m := h.members[i]; m.waiting {
+	for i := 0; i < len(h.members) && h.credit >= 1; i++ {
+		if m := h.members[i]; m.waiting && h.mayGoBetween(m, now) {
 			h.credit--
 			m.waiting, m.released, h.cut, freed = false, true, true, true
 			m.nudge()
@@ -244,9 +246,10 @@ func (h *host) ask(m *member, last bool, now time.Time) (held bool) {
 	defer h.mu.Unlock()
 	m.last = last
 	down := h.provenDown(now)
-	singled := !m.toTell.IsZero() && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
+	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
 	if len(h.members) == 1 || singled || !down && !m.toldWait {
 		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
+		m.between = false
 		return false
 	}
 	m.waiting, m.askBudget = true, false
@@ -287,28 +290,27 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		m.downNews = laterOf(m.downNews, h.downSeen)
 	}
 	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
-	answers := (back && m.floor == 0 || stale) && !now.Before(h.notBefore)
+	answers := back && m.floor == 0 || stale
 	switch {
 	case m.released:
-		m.released, m.askBudget, m.fromLine = false, false, true
+		m.released, m.askBudget, m.fromLine, m.between = false, false, true, true
 		return true, time.Time{}
-	case answers, m.outlived(now), len(h.members) == 1: // or alone now: no other request is failing with it (rule 1)
+	case answers, m.outlived(now), len(h.members) == 1 && h.mayGoBetween(m, now): // or alone now: no other request is failing with it (rule 1)
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), len(h.members) > 1 // alone, it was not the line's
+		m.between = !answers && !m.outlived(now)
 		h.nudgeFirst()
 		return true, time.Time{}
 	}
 	wake = earlierOf(nextStep, m.giveUp)
 	switch {
-	case now.Before(h.notBefore):
-		return false, earlierOf(h.notBefore, wake)
 	case flowing:
 		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
-	case h.probing != nil, m != h.firstWaiting():
+	case h.probing != nil, m != h.firstWaiting(), !h.mayGoBetween(m, now):
 		return false, wake
 	case now.Before(h.nextProbe):
 		return false, earlierOf(h.nextProbe, wake)
 	}
-	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), true
+	m.waiting, m.askBudget, m.fromLine, m.between = false, h.asksBudget(down), true, true
 	h.probing = m
 	return true, time.Time{}
 }

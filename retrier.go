@@ -63,6 +63,9 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	own := r.pol.Delay(n, r.prev, t.random())
 	wait, early, over := r.m.ownWait(now, own)
+	if early && hasFloor { // it would go a whole Retry-After after its life's last step: plain backoff has ended by then
+		early, over = false, true
+	}
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
 	}
@@ -72,7 +75,9 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if hasFloor { // a Retry-After is waited whole
 		wait = max(wait, spreadUp(floor, t.random()))
 	}
-	r.m.willWait(now, wait, floor, early)
+	if hasFloor && !early {
+		r.m.waitsFor(now, now.Add(wait))
+	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
@@ -136,7 +141,6 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	r.st.tellDate(r.m)
 	if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
 		// the drain and the timers taking their time: the deadline, not

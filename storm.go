@@ -39,9 +39,9 @@ const DefaultReleaseShare = 0.25
 // reason its own backoff would give. The budget bounds, across hosts, the
 // retries into hosts proven down (see Budget). Only hosts with requests
 // retrying have state: a request to any other host pays one atomic load.
-// Two exceptions to "no later": a Retry-After date told to the line holds
-// the line until then, and when only some failures carry a Retry-After, a
-// held request's steps, drawn ahead, are a guess at its own backoff's.
+// One exception to "no later": when only some failures carry a
+// Retry-After, a held request's steps, drawn ahead, are a guess at its own
+// backoff's.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
@@ -247,15 +247,6 @@ type holdLimits struct {
 	floor time.Duration                           // the latest Retry-After's wait
 }
 
-// tellDate tells m's host the Retry-After date m's request waits for,
-// once its wait starts: only a request that waits for a date tells it
-// (rule 4). Its host is nil with the gate off.
-func (st *stormState) tellDate(m *member) {
-	if !m.toTell.IsZero() && m.h != nil {
-		m.h.told(m, m.toTell)
-	}
-}
-
 // ask is asked once m's retry has waited its own backoff: it holds the
 // retry (see hold) and, when the retry goes, charges it to the budget.
 func (st *stormState) ask(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
@@ -349,7 +340,8 @@ func (st *stormState) drawLife(m *member, lim holdLimits) {
 	if !m.h.saysWait {
 		floor = 0
 	}
+	m.floor = floor // under h.mu: the line reads it (see host.mayGoBetween)
 	m.h.mu.Unlock()
 	m.own, m.drawn, m.step = lim.rest(fit, floor), time.Now(), 1
-	m.hard, m.floor = lim.hard, floor
+	m.hard = lim.hard
 }
