@@ -10,8 +10,8 @@ import (
 
 // DefaultReleaseShare is what each answer of a recovering host earns its
 // held retries: a quarter of a release, which spreads a Retry-After herd
-// best (peak after the virtual simulator's outage 1.50x of capacity; 2.09x
-// at a tenth, 2.37x at a half; on loopback 1.15-1.22x).
+// best (peak after the virtual simulator's outage 1.50-1.52x of capacity;
+// 2.09x at a tenth, 2.37x at a half; on loopback 1.13-1.22x).
 const DefaultReleaseShare = 0.25
 
 // StormControl keeps the retries of many requests from making an outage
