@@ -253,7 +253,7 @@ func (s *hostSet) leave(m *member) {
 		delete(s.m, h.name)
 		s.active.Add(-1)
 	case 1:
-		h.members[0].nudge() // alone now: a held retry goes (see poll)
+		h.members[0].nudge() // alone now: a held retry goes, but see host.mayGoBetween (poll)
 	}
 	h.heard(m, time.Now(), false)
 }

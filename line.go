@@ -10,7 +10,8 @@ import (
 
 // member is one retrying request of a host. Its life is written only by its
 // request's goroutine, as are policy, askBudget, between and downNews;
-// the rest is shared under h.mu.
+// the rest is shared under h.mu, and so are the life's floor and giveUp,
+// which the line reads (see host.mayGoBetween).
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
@@ -89,7 +90,8 @@ func (m *member) waitsFor(now, end time.Time) {
 // life waits one that, told again, would end past the life's end, where
 // plain backoff sends no retry. h.mu is held.
 func (h *host) mayGoBetween(m *member, now time.Time) bool {
-	return m.floor == 0 || !h.saysWait || !h.down() || m.giveUp.IsZero() || now.Add(m.took.avg+m.floor).Before(m.giveUp)
+	next := m.took.avg + m.drains.avg + spreadUp(m.floor, 1) // the latest it would go, as its wait starts after the drain
+	return m.floor == 0 || !h.saysWait || !h.down() || m.giveUp.IsZero() || now.Add(next).Before(m.giveUp)
 }
 
 // cutBy returns the deadline or MaxElapsed when it cut m's life short,
