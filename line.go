@@ -75,13 +75,18 @@ func (m *member) ownWait(now time.Time, own time.Duration) (wait time.Duration, 
 }
 
 // waitsFor records that m's request will wait until end for a
-// Retry-After. After a retry sent at a step of its life, or at its own
-// backoff's time, the Retry-After puts off the life's steps as it puts off
-// plain backoff's; after one the line let go between steps, which plain
-// backoff never sent, the steps stay, and those before end are skipped.
-func (m *member) waitsFor(now, end time.Time) {
+// Retry-After asking floor. After a retry sent at a step of its life, or
+// at its own backoff's time, the Retry-After puts off the life's steps as
+// it puts off plain backoff's, by floor: the life drew its own spread
+// above it. After one the line let go between steps, which plain backoff
+// never sent, the steps stay, and those before end are skipped.
+func (m *member) waitsFor(now, end time.Time, floor time.Duration) {
 	if !m.between {
-		m.putOff(now, end)
+		m.putOff(now, now.Add(floor))
+		return
+	}
+	if !m.drawn.IsZero() { // skipped, so that a later look does not take one for a step just come
+		m.step += sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return !m.stepAt(m.step + i).Before(end) })
 	}
 }
 

@@ -76,7 +76,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		wait = max(wait, spreadUp(floor, t.random()))
 	}
 	if hasFloor && !early {
-		r.m.waitsFor(now, now.Add(wait))
+		r.m.waitsFor(now, now.Add(wait), floor)
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
