@@ -62,13 +62,19 @@ func (m *member) outlived(now time.Time) bool {
 
 // ownWait returns, at now, the wait before m's next retry that storm
 // control's view of its life gives, own being its own backoff's wait (see
-// lifeLeft). early reports that its life's last retry went an attempt's
-// time early (see goes), and the next goes at once in its place; over,
-// that its life's last retry has gone.
-func (m *member) ownWait(now time.Time, own time.Duration) (wait time.Duration, early, over bool) {
+// lifeLeft), told reporting that the failure came with a Retry-After.
+// early reports that its life's last retry went an attempt's time early
+// (see goes), and the next goes at once in its place; over, that its
+// life's last retry has gone, or went early and its successor would wait
+// a Retry-After: a whole wait after the life's end.
+func (m *member) ownWait(now time.Time, own time.Duration, told bool) (wait time.Duration, early, over bool) {
+	wentEarly := m.earlyEnd
 	wait, over = m.lifeLeft(now, own)
-	early, m.earlyEnd = over && m.earlyEnd, false
-	if early {
+	early, m.earlyEnd = over && wentEarly, false
+	switch {
+	case wentEarly && told:
+		return 0, false, true
+	case early:
 		return 0, true, false
 	}
 	return wait, false, over

@@ -62,10 +62,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return 0, StopRetryAfter
 	}
 	own := r.pol.Delay(n, r.prev, t.random())
-	wait, early, over := r.m.ownWait(now, own)
-	if early && hasFloor { // it would go a whole Retry-After after its life's last step: plain backoff has ended by then
-		early, over = false, true
-	}
+	wait, early, over := r.m.ownWait(now, own, hasFloor)
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
 	}
