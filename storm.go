@@ -29,7 +29,8 @@ const DefaultReleaseShare = 0.25
 // back (it answers again, or no failure is newer than the request's own
 // news of it), and at its last it goes whatever the host's state, so that
 // it ends no later, and after no more attempts, than without storm
-// control. Between steps, the held retries are let go oldest first by the
+// control; one whose Retry-After, told again, would outlast its life
+// keeps to its last step, alone or not. Between steps, the held retries are let go oldest first by the
 // host's answers, each earning ReleaseShare of a release, a share grown
 // by answers and halved by failures as TCP's window; while no fresh
 // requests reach the host, the oldest held retry probes it at its own
