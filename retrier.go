@@ -69,11 +69,11 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
 		return 0, stop
 	}
-	if hasFloor { // a Retry-After is waited whole
+	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps (but an early last retry's successor's)
 		wait = max(wait, spreadUp(floor, t.random()))
-	}
-	if hasFloor && !early {
-		r.m.waitsFor(now, now.Add(wait), floor)
+		if !early {
+			r.m.waitsFor(now, now.Add(wait), floor)
+		}
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop

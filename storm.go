@@ -30,11 +30,11 @@ const DefaultReleaseShare = 0.25
 // news of it), and at its last it goes whatever the host's state, so that
 // it ends no later, and after no more attempts, than without storm
 // control; one whose Retry-After, told again, would outlast its life
-// keeps to its last step, alone or not. Between steps, the held retries are let go oldest first by the
-// host's answers, each earning ReleaseShare of a release, a share grown
-// by answers and halved by failures as TCP's window; while no fresh
-// requests reach the host, the oldest held retry probes it at its own
-// backoff's pace. No hold outlasts the deadline or MaxElapsed: one that
+// keeps to its last step, alone or not. Between steps, the held retries
+// are let go oldest first by the host's answers, each earning
+// ReleaseShare of a release, a share grown by answers and halved by
+// failures as TCP's window; while no fresh requests reach the host, the
+// oldest held retry probes it at its own backoff's pace. No hold outlasts the deadline or MaxElapsed: one that
 // reaches them returns the last outcome (see Error for a body that could
 // not be kept) with StopHostGate, or, when they cut its life short, the
 // reason its own backoff would give. The budget bounds, across hosts, the
