@@ -69,7 +69,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
 		return 0, stop
 	}
-	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps (but an early last retry's successor's)
+	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps unless this retry stands in for an early last one
 		wait = max(wait, spreadUp(floor, t.random()))
 		if !early {
 			r.m.waitsFor(now, now.Add(wait), floor)
