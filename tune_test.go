@@ -1,14 +1,19 @@
 package httpretry
 
 import (
+	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
 
 // TestTuneFleet prints the simulator's scenarios with storm control on and
-// off; set HTTPRETRY_TUNE=1 to run it.
+// off; set HTTPRETRY_TUNE=1 to run it, HTTPRETRY_TUNE_ONLY to run one
+// scenario, HTTPRETRY_TUNE_SEED to draw another run of each, and
+// HTTPRETRY_TUNE_ROWS (on, off, gate) to run only one setting.
 func TestTuneFleet(t *testing.T) {
 	if os.Getenv("HTTPRETRY_TUNE") == "" {
 		t.Skip("set HTTPRETRY_TUNE=1")
@@ -37,22 +42,31 @@ func TestTuneFleet(t *testing.T) {
 	st2.policy = def
 	scenarios["steadydef"] = st2
 	scenarios["burst"] = fleetScenario{workers: 200, calls: 1, down: [2]time.Duration{0, time.Second}, duration: time.Second, timeout: 15 * time.Second, latency: time.Millisecond, policy: def, seed: 1}
+	for _, ms := range []time.Duration{200, 500} { // a blip of five attempts' time, and of two
+		slow := scenarios["burst"]
+		slow.latency = ms * time.Millisecond
+		scenarios[fmt.Sprintf("burst%d", ms)] = slow
+	}
 	scenarios["seq"] = fleetScenario{workers: 1, calls: 4, down: [2]time.Duration{0, long}, duration: time.Second, latency: time.Millisecond, policy: Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second}, seed: 1}
 	fast := Policy{BaseDelay: 10 * time.Millisecond}
 	scenarios["rand30"] = fleetScenario{workers: 20, failRate: 0.3, duration: 15 * time.Second, latency: time.Millisecond, policy: fast, seed: 1}
 	scenarios["rand60"] = fleetScenario{workers: 8, failRate: 0.6, duration: 15 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: fast, seed: 1}
 	scenarios["rand60slow"] = fleetScenario{workers: 8, failRate: 0.6, duration: 15 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: def, seed: 1}
-	only := os.Getenv("HTTPRETRY_TUNE_ONLY")
+	only, onlyRow := os.Getenv("HTTPRETRY_TUNE_ONLY"), os.Getenv("HTTPRETRY_TUNE_ROWS")
+	seed, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_TUNE_SEED"), 10, 64)
 	for name, sc := range scenarios {
 		if only != "" && only != name {
 			continue
 		}
+		sc.seed = cmp.Or(seed, sc.seed)
 		rows := map[string]fleetMetrics{}
 		for _, v := range []struct {
 			name string
 			c    StormControl
 		}{{"on", StormControl{}}, {"off", stormOff}, {"gate", StormControl{NoBudget: true}}} {
-			rows[v.name] = runFleet(t, sc, v.c).metrics()
+			if onlyRow == "" || onlyRow == v.name {
+				rows[v.name] = runFleet(t, sc, v.c).metrics()
+			}
 		}
 		t.Logf("%s:\n%s", name, fleetTable(rows))
 	}
