@@ -775,3 +775,45 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took.avg)
 	}
 }
+
+// TestGateProbesPastARetryThatMayNotGoBetweenSteps: the oldest held retry,
+// whose Retry-After, told again, would outlast its life, may not go
+// between its steps; the next in line probes in its place, rather than
+// none until the oldest's next step.
+func TestGateProbesPastARetryThatMayNotGoBetweenSteps(t *testing.T) {
+	s, ms := failing(3)
+	h := ms[0].h
+	s.failed("h", ms[2], failure{saysWait: true, at: at(3)}) // the host says Retry-After while down
+	ms[0].floor, ms[0].drawn, ms[0].step = time.Second, at(5_000), 1
+	ms[0].own = ownSteps{count: 1, cum: []time.Duration{5_500 * time.Millisecond}} // its last step at 10.5 s
+	if !held(h, ms[0], at(10_000)) {
+		t.Fatal("the oldest went between its steps, its Retry-After outlasting its life")
+	}
+	if held(h, ms[1], at(10_000)) || h.probing != ms[1] {
+		t.Error("the next in line did not probe in the oldest's place")
+	}
+}
+
+// TestGateFailureWithoutRetryAfterNudgesTheRetryItKept: once the host's
+// latest failure no longer says Retry-After, the held retry that its
+// Retry-After kept from going between its steps is nudged, and probes.
+func TestGateFailureWithoutRetryAfterNudgesTheRetryItKept(t *testing.T) {
+	s, ms := failing(3)
+	h, m := ms[0].h, ms[0]
+	s.failed("h", ms[2], failure{saysWait: true, at: at(3)})
+	m.floor, m.drawn, m.step = time.Second, at(5_000), 1
+	m.own = ownSteps{count: 1, cum: []time.Duration{5_500 * time.Millisecond}} // its last step at 10.5 s
+	if !held(h, m, at(10_000)) {
+		t.Fatal("setup: the retry went between its steps, its Retry-After outlasting its life")
+	}
+	for len(m.wake) > 0 {
+		<-m.wake
+	}
+	s.failed("h", ms[2], failure{at: at(10_010)}) // a failure without Retry-After
+	if len(m.wake) != 1 {
+		t.Fatal("the held retry was not nudged")
+	}
+	if send, _ := h.poll(m, at(10_010)); !send || h.probing != m {
+		t.Errorf("send %v, probing %v: want it to probe", send, h.probing == m)
+	}
+}

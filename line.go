@@ -188,7 +188,7 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
 	}
 	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
-	h.nudgeFirst()
+	h.nudgeFirst(now)
 }
 
 // live sets m's giveUp from its own attempts' time: its last step, or,
@@ -206,11 +206,12 @@ func (h *host) live(m *member) {
 	m.giveUp, m.atHard = m.stepAt(last), last < m.own.count
 }
 
-// firstWaiting returns the oldest retry held in line that may probe (not
-// a last retry, kept for its life's end), or nil. h.mu is held.
-func (h *host) firstWaiting() *member {
+// firstWaiting returns the oldest retry held in line that may probe at
+// now (not a last retry, kept for its life's end, nor one that may not go
+// between its steps), or nil. h.mu is held.
+func (h *host) firstWaiting(now time.Time) *member {
 	for _, m := range h.members {
-		if m.waiting && !m.last {
+		if m.waiting && !m.last && h.mayGoBetween(m, now) {
 			return m
 		}
 	}
@@ -226,9 +227,10 @@ func (h *host) nudgeWaiting() {
 	}
 }
 
-// nudgeFirst nudges the oldest retry held in line. h.mu is held.
-func (h *host) nudgeFirst() {
-	if m := h.firstWaiting(); m != nil {
+// nudgeFirst nudges the oldest retry held in line that may probe at now.
+// h.mu is held.
+func (h *host) nudgeFirst(now time.Time) {
+	if m := h.firstWaiting(now); m != nil {
 		m.nudge()
 	}
 }
@@ -246,7 +248,7 @@ func (h *host) release(now time.Time) {
 	}
 	h.credit = min(h.credit, 1)
 	if freed {
-		h.nudgeFirst() // a new oldest in line may probe
+		h.nudgeFirst(now) // a new oldest in line may probe
 	}
 }
 
@@ -311,14 +313,14 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	case answers, m.outlived(now), len(h.members) == 1 && h.mayGoBetween(m, now): // or alone now: no other request is failing with it (rule 1)
 		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), len(h.members) > 1 // alone, it was not the line's
 		m.between = !answers && !m.outlived(now)
-		h.nudgeFirst()
+		h.nudgeFirst(now)
 		return true, time.Time{}
 	}
 	wake = earlierOf(nextStep, m.giveUp)
 	switch {
 	case flowing:
 		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
-	case h.probing != nil, m != h.firstWaiting(), !h.mayGoBetween(m, now):
+	case h.probing != nil, m != h.firstWaiting(now):
 		return false, wake
 	case now.Before(h.nextProbe):
 		return false, earlierOf(h.nextProbe, wake)
@@ -354,5 +356,5 @@ func (h *host) abandon(m *member, now time.Time) {
 	}
 	m.waiting, m.released = false, false
 	h.release(now)
-	h.nudgeFirst()
+	h.nudgeFirst(now)
 }
