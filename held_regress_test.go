@@ -451,3 +451,18 @@ func TestEarlyLastRetrySendsNoSuccessorAfterARetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLifeKeepsItsOwnDrawsPastSixtyFourSteps: a held request whose
+// own backoff has 100 steps, every draw 0.1. Its life drew 64 steps and
+// put the rest at their mean, five times plain backoff's 1 ms waits, and
+// its last retry went 140 ms after plain backoff had given up. Now it
+// draws up to drawnSteps.
+func TestLongLifeKeepsItsOwnDrawsPastSixtyFourSteps(t *testing.T) {
+	p := Policy{MaxRetries: 100, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: JitterFull}
+	s := lAmong{policy: p, lStart: 20 * time.Millisecond, loopers: 1, lReq: lWithPolicy(p, 0), random: func() float64 { return 0.1 },
+		answer: func(bool, int, time.Duration) (*http.Response, error) {
+			time.Sleep(time.Millisecond) // virtual: synctest's clock
+			return response(503, ""), nil
+		}}
+	s.endsNoLaterOn(t)
+}

@@ -137,7 +137,7 @@ func TestPolicyRest(t *testing.T) {
 	huge := Policy{MaxRetries: 1 << 30, BaseDelay: time.Millisecond, MaxDelay: time.Hour}
 	draws := 0
 	hs := huge.rest(1, 0, 0, func() float64 { draws++; return 0.999 }, maxDuration, time.Millisecond)
-	if got := waits(hs); got < 1000*time.Hour || draws > 64 || hs.at(hs.count, time.Hour) != maxDuration {
+	if got := waits(hs); got < 1000*time.Hour || draws > drawnSteps || hs.at(hs.count, time.Hour) != maxDuration {
 		t.Errorf("huge MaxRetries: rest %v after %d draws, %v with hour-long attempts", got, draws, hs.at(hs.count, time.Hour))
 	}
 	if got := waits((Policy{MaxRetries: 1 << 30, BaseDelay: time.Hour, MaxDelay: maxDuration}).rest(1, 0, 0, half, maxDuration, time.Second)); got < 100*365*24*time.Hour {
@@ -150,14 +150,14 @@ func TestPolicyRest(t *testing.T) {
 	if s := p.rest(1, 0, 0, half, 800*time.Millisecond, 0); s.count != 3 || s.cut {
 		t.Errorf("rest within 800ms: %d waits, cut %v; want all 3, not cut", s.count, s.cut)
 	}
-	// Past 64 steps at their mean: 1 ms waits, 100 of them fit in 100 ms
-	// but not the other 900.
-	many := Policy{MaxRetries: 1000, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: JitterNone}
-	if s := many.rest(1, 0, 0, half, 100*time.Millisecond, 0); s.count >= 999 || !s.cut {
-		t.Errorf("1000 retries within 100ms: %d steps, cut %v; want fewer than 999, cut", s.count, s.cut)
+	// Past drawnSteps steps at their mean: 1 ms waits, 2,000 of them fit
+	// in 2 s but not the other 2,999.
+	many := Policy{MaxRetries: 5000, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: JitterNone}
+	if s := many.rest(1, 0, 0, half, 2*time.Second, 0); s.count >= 4999 || s.count < drawnSteps || !s.cut {
+		t.Errorf("5000 retries within 2s: %d steps, cut %v; want fewer than 4999, past the drawn ones, cut", s.count, s.cut)
 	}
-	if s := many.rest(1, 0, 0, half, time.Hour, 0); s.count != 999 || s.cut {
-		t.Errorf("1000 retries within an hour: %d steps, cut %v; want 999, not cut", s.count, s.cut)
+	if s := many.rest(1, 0, 0, half, time.Hour, 0); s.count != 4999 || s.cut {
+		t.Errorf("5000 retries within an hour: %d steps, cut %v; want 4999, not cut", s.count, s.cut)
 	}
 	// Attempts of 100 ms count too: 100+100 and 200+100 ms fit in 500, but
 	// not without the first attempt's 100 ms, so one wait fits in 400.
