@@ -103,7 +103,10 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.since = f.at
 	}
 	h.run, h.streak = h.run+1, 0
-	m.toldWait = f.saysWait && h.down() // a hold for it (rule 1)
+	m.toldIn = time.Time{}
+	if f.saysWait && h.down() { // a hold for it, while this outage lasts (rule 1)
+		m.toldIn = h.since
+	}
 	h.heard(m, f.at, true)
 	if f.first {
 		h.noteFresh(f.at)

@@ -18,13 +18,13 @@ type member struct {
 	policy            Policy        // its request's, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
 	saysWait          bool          // its latest failure came with a Retry-After
-	toldWait          bool          // and the host was down then
 	waiting, released bool          // held in line; let go by the line's credit
 	last              bool          // its retry held now is its last: never a probe
 	askBudget         bool          // its retry goes on its own into a host proven down
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
-	between           bool          // its latest retry went between its life's steps, as plain backoff never sends one
+	between           bool          // a retry of it went between its life's steps, as plain backoff never sends one, and none since at a step
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
+	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
 	drains            attemptTime   // how long their responses took to drain: its life is fitted to the deadline by them too
 	life                            // drawn at its first hold; the zero life is none
@@ -84,16 +84,19 @@ func (m *member) ownWait(now time.Time, own time.Duration, told bool) (wait time
 // Retry-After asking floor. After a retry sent at a step of its life, or
 // at its own backoff's time, the Retry-After puts off the life's steps as
 // it puts off plain backoff's, by floor: the life drew its own spread
-// above it. After one the line let go between steps, which plain backoff
-// never sent, the steps stay, and those before end are skipped.
-func (m *member) waitsFor(now, end time.Time, floor time.Duration) {
+// above it. After one the line let go between steps, or one that followed
+// it at its own backoff's time, which plain backoff never sent, the steps
+// stay, and those before end are skipped; over reports that end is past
+// the life's end, where plain backoff has sent its last retry.
+func (m *member) waitsFor(now, end time.Time, floor time.Duration) (over bool) {
 	if !m.between {
 		m.putOff(now, now.Add(floor))
-		return
+		return false
 	}
 	if !m.drawn.IsZero() { // skipped, so that a later look does not take one for a step just come
 		m.step += sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return !m.stepAt(m.step + i).Before(end) })
 	}
+	return !m.giveUp.IsZero() && !end.Before(m.giveUp)
 }
 
 // mayGoBetween reports whether at now m's retry may go between its
@@ -262,9 +265,9 @@ func (h *host) ask(m *member, last bool, now time.Time) (held bool) {
 	m.last = last
 	down := h.provenDown(now)
 	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
-	if len(h.members) == 1 || singled || !down && !m.toldWait {
+	told := m.toldIn.Equal(h.since)              // an outage the host has since answered out of told it nothing of this one
+	if len(h.members) == 1 || singled || !down && !told {
 		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
-		m.between = false
 		return false
 	}
 	m.waiting, m.askBudget = true, false

@@ -69,10 +69,10 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
 		return 0, stop
 	}
-	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps unless this retry stands in for an early last one
+	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps unless this retry stands in for an early last one or went off them
 		wait = max(wait, spreadUp(floor, t.random()))
-		if !early {
-			r.m.waitsFor(now, now.Add(wait), floor)
+		if !early && r.m.waitsFor(now, now.Add(wait), floor) {
+			return 0, r.lifeOver()
 		}
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {

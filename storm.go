@@ -22,7 +22,7 @@ const DefaultReleaseShare = 0.25
 // only while another request to the host is retrying and the host is
 // proven down (it answered none of its last 16 attempts, over at least
 // twice the time a failed attempt takes), or while a Retry-After told it
-// to wait during the outage; one that waited a Retry-After of its own,
+// to wait during the outage under way; one that waited a Retry-After of its own,
 // which the other requests' latest failure does not say, is not held. A
 // held request keeps the steps of its own backoff, a Retry-After putting
 // them off as it puts off that backoff: at each it goes if the host may be
