@@ -189,8 +189,13 @@ func (h *host) noteFresh(now time.Time) {
 	h.lastFresh = now
 }
 
-// flowEnd is when fresh requests will count as stopped. h.mu is held.
-func (h *host) flowEnd() time.Time { return h.lastFresh.Add(flowGaps * h.gap) }
+// flowEnd is when fresh requests will count as stopped: after as many of
+// their usual gaps as have been seen, up to flowGaps, since a flow seen
+// once is weak evidence and a held retry that waits for fresh requests
+// that never come loses its life. h.mu is held.
+func (h *host) flowEnd() time.Time {
+	return h.lastFresh.Add(time.Duration(min(h.gaps, flowGaps)) * h.gap)
+}
 
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }

@@ -13,7 +13,9 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 
 // failing returns a host set and n members of host "h" that have each
 // failed once, the first at 0 ms and the others one ms apart, as first
-// attempts; the host's health is then nil, as it is in an outage.
+// attempts; the host's health is then nil, as it is in an outage. Fresh
+// requests have come 1 ms apart for long enough that they count as
+// flowing for flowGaps gaps after the last (see host.flowEnd).
 func failing(n int) (*hostSet, []*member) {
 	s := newHostSet(DefaultReleaseShare)
 	ms := make([]*member, n)
@@ -21,6 +23,7 @@ func failing(n int) (*hostSet, []*member) {
 		ms[i] = newMember()
 		s.failed("h", ms[i], failure{first: true, at: at(i), sent: at(i)})
 	}
+	ms[0].h.gaps = flowGaps
 	return s, ms
 }
 
