@@ -30,6 +30,20 @@ type lRun struct {
 	code  int
 }
 
+// sendAt sends req as L through tr at start after t0, on a synctest
+// bubble's clock, and records when it ended, from start, and its status
+// (zero for an error).
+func (l *lRun) sendAt(tr *Transport, req *http.Request, t0 time.Time, start time.Duration) {
+	time.Sleep(start) // virtual: every caller runs in a synctest bubble
+	req.Header.Set("X-Who", "L")
+	resp, err := tr.RoundTrip(req)
+	l.end = time.Since(t0) - start
+	if err == nil {
+		l.code = resp.StatusCode
+		resp.Body.Close()
+	}
+}
+
 // lAmong is one scenario: the Transport's Policy and MaxElapsed, L's
 // request, the base (told whether the attempt is L's and when it goes),
 // and the goroutines calling the host in a loop.
@@ -82,15 +96,7 @@ func (s lAmong) run(t *testing.T, c StormControl) (l lRun) {
 				}
 			})
 		}
-		time.Sleep(s.lStart) // virtual: synctest's clock
-		req := s.lReq()
-		req.Header.Set("X-Who", "L")
-		resp, err := tr.RoundTrip(req)
-		l.end = time.Since(t0) - s.lStart
-		if err == nil {
-			l.code = resp.StatusCode
-			resp.Body.Close()
-		}
+		l.sendAt(tr, s.lReq(), t0, s.lStart)
 		close(stop)
 		wg.Wait()
 	})
@@ -511,15 +517,7 @@ func (f flapWithRetryAfter) run(t *testing.T, c StormControl) (l lRun) {
 				}
 			})
 		}
-		time.Sleep(f.lStart) // virtual
-		req := httptest.NewRequest("GET", "http://h/", nil)
-		req.Header.Set("X-Who", "L")
-		resp, err := tr.RoundTrip(req)
-		l.end = time.Since(t0) - f.lStart
-		if err == nil {
-			l.code = resp.StatusCode
-			resp.Body.Close()
-		}
+		l.sendAt(tr, httptest.NewRequest("GET", "http://h/", nil), t0, f.lStart)
 		wg.Wait()
 	})
 	return l
