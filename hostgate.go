@@ -14,7 +14,8 @@ const (
 	// downAfter: attempts in a row unanswered that make a host down.
 	// 60% random failures reach 16 once in 3,500: 4,942 requests, as off; 3,697 at 8.
 	downAfter = 16
-	// flowGaps: their usual gaps without one that make fresh requests stopped.
+	// flowGaps: their usual gaps without one that make fresh requests stopped
+	// (fewer while fewer have been seen: see flowEnd).
 	// Retry-After herd: peak after 1.56x of capacity; 4.27x at 4.
 	flowGaps = 8
 	// gapWeight: samples in the moving average of the gap between fresh requests.

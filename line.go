@@ -80,6 +80,22 @@ func (m *member) ownWait(now time.Time, own time.Duration, told bool) (wait time
 	return wait, false, over
 }
 
+// toNextStep returns own, m's own backoff's wait at now, cut to end at
+// its life's next step when its latest retry went between steps: plain
+// backoff sends its next retry there, and a whole wait from the
+// in-between send would skip it, or be taken for one that would pass the
+// deadline.
+func (m *member) toNextStep(now time.Time, own time.Duration) time.Duration {
+	if !m.between || m.drawn.IsZero() {
+		return own
+	}
+	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	if k > m.own.count { // no step left but the last
+		return own
+	}
+	return min(own, max(m.stepAt(k).Sub(now), 0))
+}
+
 // waitsFor records that m's request will wait until end for a
 // Retry-After asking floor. After a retry sent at a step of its life, or
 // at its own backoff's time, the Retry-After puts off the life's steps as
@@ -87,7 +103,10 @@ func (m *member) ownWait(now time.Time, own time.Duration, told bool) (wait time
 // above it. After one the line let go between steps, or one that followed
 // it at its own backoff's time, which plain backoff never sent, the steps
 // stay, and those before end are skipped; over reports that end is past
-// the life's end, where plain backoff has sent its last retry.
+// the life's end, where plain backoff has sent its last retry, unless this
+// Retry-After is the first its host said since the life was drawn: then
+// plain backoff's retries would be put off too (the exception of mixed
+// Retry-After in StormControl's doc).
 func (m *member) waitsFor(now, end time.Time, floor time.Duration) (over bool) {
 	if !m.between {
 		m.putOff(now, now.Add(floor))
@@ -104,8 +123,15 @@ func (m *member) waitsFor(now, end time.Time, floor time.Duration) (over bool) {
 // life waits one that, told again, would end past the life's end, where
 // plain backoff sends no retry. h.mu is held.
 func (h *host) mayGoBetween(m *member, now time.Time) bool {
-	next := m.took.avg + m.drains.avg + spreadUp(m.floor, 1) // the latest it would go, as its wait starts after the drain
-	return m.floor == 0 || !h.saysWait || !h.down() || m.giveUp.IsZero() || now.Add(next).Before(m.giveUp)
+	if m.giveUp.IsZero() {
+		return true
+	}
+	took := m.took.avg + m.drains.avg
+	if !now.Add(took).Before(m.giveUp) { // it would still be out at its life's last step, which must go
+		return false
+	}
+	next := took + spreadUp(m.floor, 1) // the latest it would go, as its wait starts after the drain
+	return m.floor == 0 || !h.saysWait || !h.down() || now.Add(next).Before(m.giveUp)
 }
 
 // cutBy returns the deadline or MaxElapsed when it cut m's life short,

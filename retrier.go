@@ -61,7 +61,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if hasFloor && floor > t.maxRetryAfter() {
 		return 0, StopRetryAfter
 	}
-	own := r.pol.Delay(n, r.prev, t.random())
+	drawn := r.pol.Delay(n, r.prev, t.random())
+	own := r.m.toNextStep(now, drawn)
 	wait, early, over := r.m.ownWait(now, own, hasFloor)
 	if over { // its life's last retry has gone (see stormState.hold)
 		return 0, r.lifeOver()
@@ -78,7 +79,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
-	r.prev, r.floor = wait, floor
+	r.prev, r.floor = max(drawn, wait), floor // decorrelated jitter grows from plain backoff's wait, not a life's cut of it
 	return wait, StopNone
 }
 
