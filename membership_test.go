@@ -93,8 +93,10 @@ func endsNoLaterThanOff(t *testing.T, run func(StormControl) (end time.Duration,
 
 // TestHeldRequestGoesOnceAlone: L is held while B fails too; B gives up
 // at 500 ms, and L, alone from then on, goes at once and then keeps its
-// own backoff. It once stayed in line to the end of its life: its third
-// attempt went at 2.7 s instead of 500 ms.
+// own backoff's steps: its next retry goes at 1,050 ms, as plain
+// backoff's does. It once stayed in line to the end of its life: its
+// third attempt went at 2.7 s instead of 500 ms; and it once waited a
+// whole backoff from its send at 500 ms, to 1,100 ms.
 func TestHeldRequestGoesOnceAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &sendLog{start: time.Now()}
@@ -112,7 +114,7 @@ func TestHeldRequestGoesOnceAlone(t *testing.T) {
 		wg.Wait()
 		assert.Equal(t, 200, status)
 		// own waits 150, 300, 600 ms: the second ends at 450 ms, held until B leaves at 500 ms
-		assert.Equal(t, []time.Duration{0, 150 * time.Millisecond, 500 * time.Millisecond, 1100 * time.Millisecond}, log.sends)
+		assert.Equal(t, []time.Duration{0, 150 * time.Millisecond, 500 * time.Millisecond, 1050 * time.Millisecond}, log.sends)
 		assert.Equal(t, StormState{BudgetTokens: DefaultBudgetBurst}, tr.StormState())
 	})
 }
@@ -295,6 +297,7 @@ func heldThenFailingAlone(t *testing.T, retryAfter string) {
 	require.NotEmpty(t, on)
 	assert.LessOrEqual(t, on[len(on)-1], off[len(off)-1], "on %v, off %v", on, off)
 	assert.NotEqual(t, off, on, "L was not held: the test lost its hold")
+	assert.LessOrEqual(t, len(on), len(off), "more attempts into a host that is down")
 }
 
 // TestDateToldOnlyByARequestThatWaitsForIt: B is answered 503 with a
@@ -355,8 +358,8 @@ func dateToldBy(t *testing.T, bContext func() (context.Context, context.CancelFu
 			callAfter(ctx, tr, 300*time.Millisecond, "B")
 		})
 		wg.Wait()
-		// L's own steps after the host's return at 1 s: 1.05 s, or 1.5 s
-		// once a step was skipped; B's date is 4 s or more.
+		// L goes at 1.15 s, after its probes (once, held to its steps, at
+		// 1.5 s); B's date is 4 s or more.
 		require.NotEmpty(t, log.sends)
 		assert.LessOrEqual(t, log.sends[len(log.sends)-1], 1500*time.Millisecond, "L held past its own steps, to B's date: %v", log.sends)
 	})
