@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,6 +42,21 @@ func (l *lRun) sendAt(tr *Transport, req *http.Request, t0 time.Time, start time
 	if err == nil {
 		l.code = resp.StatusCode
 		resp.Body.Close()
+	}
+}
+
+// recording returns a base that records L's sends in l, from start after
+// t0, and answers each attempt with answer, given its time since t0.
+func (l *lRun) recording(t0 time.Time, start time.Duration, answer func(at time.Duration) (*http.Response, error)) roundTripFunc {
+	var mu sync.Mutex
+	return func(r *http.Request) (*http.Response, error) {
+		at := time.Since(t0)
+		if r.Header.Get("X-Who") == "L" {
+			mu.Lock()
+			l.sends = append(l.sends, at-start)
+			mu.Unlock()
+		}
+		return answer(at)
 	}
 }
 
@@ -473,43 +489,42 @@ func TestLongLifeKeepsItsOwnDrawsPastSixtyFourSteps(t *testing.T) {
 	s.endsNoLaterOn(t)
 }
 
-// flapWithRetryAfter is a host that answers 429 Retry-After: ra to every
-// request while it is down (before up, and from down2 on) and 200 in
-// between. L, with Policy pol, starts at lStart; each of the others
-// starts at one of bg and makes calls calls, gap apart.
-type flapWithRetryAfter struct {
-	pol       Policy
-	ra        string
-	up, down2 time.Duration
-	lStart    time.Duration
-	bg        []time.Duration
-	calls     int
-	gap       time.Duration
+// flappingHost is a host that fails every request while it is down
+// (before up, and from down2 on when down2 is set) and answers 200 in
+// between; a failure is status (429 when zero) with Retry-After: ra (none
+// when empty), and every attempt takes lat. L, with Policy pol, starts at
+// lStart, with a deadline of lDead from then when set; each of the others
+// starts at one of bg and makes calls calls (one when zero), gap apart.
+// Every draw is 0.5.
+type flappingHost struct {
+	pol           Policy
+	status        int
+	ra            string
+	up, down2     time.Duration
+	lat           time.Duration
+	lStart, lDead time.Duration
+	bg            []time.Duration
+	calls         int
+	gap           time.Duration
 }
 
-// run runs f with storm control c in a synctest bubble, every draw 0.5.
-func (f flapWithRetryAfter) run(t *testing.T, c StormControl) (l lRun) {
+// run runs f with storm control c in a synctest bubble.
+func (f flappingHost) run(t *testing.T, c StormControl) (l lRun) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		var mu sync.Mutex
 		tr := &Transport{Policy: f.pol, Storm: c, Random: func() float64 { return 0.5 },
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				at := time.Since(t0)
-				if r.Header.Get("X-Who") == "L" {
-					mu.Lock()
-					l.sends = append(l.sends, at-f.lStart)
-					mu.Unlock()
-				}
-				if at >= f.up && at < f.down2 {
+			Base: l.recording(t0, f.lStart, func(at time.Duration) (*http.Response, error) {
+				time.Sleep(f.lat) // virtual: synctest's clock
+				if at >= f.up && (f.down2 == 0 || at < f.down2) {
 					return response(200, "ok"), nil
 				}
-				return outcome{code: 429, retryAfter: f.ra}.answer()
+				return outcome{code: cmp.Or(f.status, 429), retryAfter: f.ra}.answer()
 			})}
 		var wg sync.WaitGroup
 		for _, start := range f.bg {
 			wg.Go(func() {
 				time.Sleep(start) // virtual: synctest's clock
-				for range f.calls {
+				for range max(f.calls, 1) {
 					if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil)); err == nil {
 						resp.Body.Close()
 					}
@@ -517,7 +532,13 @@ func (f flapWithRetryAfter) run(t *testing.T, c StormControl) (l lRun) {
 				}
 			})
 		}
-		l.sendAt(tr, httptest.NewRequest("GET", "http://h/", nil), t0, f.lStart)
+		req := httptest.NewRequest("GET", "http://h/", nil)
+		if f.lDead > 0 {
+			ctx, cancel := context.WithDeadline(req.Context(), t0.Add(f.lStart+f.lDead))
+			defer cancel()
+			req = req.WithContext(ctx)
+		}
+		l.sendAt(tr, req, t0, f.lStart)
 		wg.Wait()
 	})
 	return l
@@ -534,7 +555,7 @@ func (f flapWithRetryAfter) run(t *testing.T, c StormControl) (l lRun) {
 // take a retry let go between steps past the life's end ends the request.
 func TestRetryAfterOnAFlappingHostDoesNotHoldPastPlainBackoff(t *testing.T) {
 	ms := time.Millisecond
-	for _, f := range []flapWithRetryAfter{
+	for _, f := range []flappingHost{
 		{pol: Policy{MaxRetries: 5, BaseDelay: 272 * ms, MaxDelay: 272 * ms, Jitter: JitterNone}, ra: "3", up: 864 * ms, down2: 2689 * ms,
 			lStart: 792 * ms, bg: []time.Duration{1650 * ms}, calls: 4, gap: 365 * ms},
 		{pol: Policy{MaxRetries: 5, BaseDelay: 292 * ms, MaxDelay: 876 * ms, Jitter: JitterEqual}, ra: "3", up: 1269 * ms, down2: 2871 * ms,
@@ -559,7 +580,7 @@ func TestRetryAfterOnAFlappingHostDoesNotHoldPastPlainBackoff(t *testing.T) {
 // held 2.7 s for what the first outage had told it.
 func TestRetryAfterFromAnEarlierOutageHoldsNothing(t *testing.T) {
 	ms := time.Millisecond
-	f := flapWithRetryAfter{pol: Policy{MaxRetries: 5, BaseDelay: 272 * ms, MaxDelay: 272 * ms, Jitter: JitterNone}, ra: "3", up: 864 * ms, down2: 2689 * ms,
+	f := flappingHost{pol: Policy{MaxRetries: 5, BaseDelay: 272 * ms, MaxDelay: 272 * ms, Jitter: JitterNone}, ra: "3", up: 864 * ms, down2: 2689 * ms,
 		lStart: 792 * ms, bg: []time.Duration{1650 * ms}, calls: 4, gap: 365 * ms}
 	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
 	if fmt.Sprint(on.sends) != fmt.Sprint(off.sends) {
@@ -586,9 +607,9 @@ func TestRetryAfterOnFlappingHostsEndsNoLaterThanPlainBackoff(t *testing.T) {
 // drawFlap draws a flapping host and a small group of requests on it, as
 // the hunt that found these cases did; withRetryAfter makes every failure
 // say Retry-After: 1, 2 or 3 s, and otherwise none says it.
-func drawFlap(r *rand.Rand, withRetryAfter bool) flapWithRetryAfter {
+func drawFlap(r *rand.Rand, withRetryAfter bool) flappingHost {
 	base := time.Duration(50+r.IntN(500)) * time.Millisecond
-	f := flapWithRetryAfter{pol: Policy{MaxRetries: 2 + r.IntN(5), BaseDelay: base, MaxDelay: base * time.Duration(1+r.IntN(4)), Jitter: Jitter(r.IntN(4))},
+	f := flappingHost{pol: Policy{MaxRetries: 2 + r.IntN(5), BaseDelay: base, MaxDelay: base * time.Duration(1+r.IntN(4)), Jitter: Jitter(r.IntN(4))},
 		ra: fmt.Sprint(1 + r.IntN(3)), up: time.Duration(200+r.IntN(1500)) * time.Millisecond, lStart: time.Duration(r.IntN(1500)) * time.Millisecond,
 		calls: 1 + r.IntN(6), gap: time.Duration(50+r.IntN(600)) * time.Millisecond}
 	f.down2 = f.up + time.Duration(300+r.IntN(3000))*time.Millisecond
@@ -614,7 +635,7 @@ func drawFlap(r *rand.Rand, withRetryAfter bool) flapWithRetryAfter {
 // let go, and a small group's requests bring few answers.
 func TestSmallGroupOnAFlappingHostIsRescuedAsWithoutStormControl(t *testing.T) {
 	ms := time.Millisecond
-	f := flapWithRetryAfter{pol: Policy{MaxRetries: 3, BaseDelay: 541 * ms, MaxDelay: 541 * ms, Jitter: JitterNone}, ra: "1", up: 1589 * ms, down2: 3183 * ms,
+	f := flappingHost{pol: Policy{MaxRetries: 3, BaseDelay: 541 * ms, MaxDelay: 541 * ms, Jitter: JitterNone}, ra: "1", up: 1589 * ms, down2: 3183 * ms,
 		lStart: 1067 * ms, bg: []time.Duration{511 * ms}, calls: 6, gap: 89 * ms}
 	if on, off := f.run(t, StormControl{}), f.run(t, stormOff); on.code != 200 || off.code != 200 {
 		t.Errorf("L got %d at %v after %v; off %d at %v after %v", on.code, on.end, on.sends, off.code, off.end, off.sends)

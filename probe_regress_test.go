@@ -1,12 +1,7 @@
 package httpretry
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -14,63 +9,11 @@ import (
 // the ways it once cost a request the rescue plain backoff gets (found by
 // a review once a young flow of fresh requests counted for fewer gaps and
 // probes went sooner; each passed before that change and failed after).
-
-// probedHost answers 503 until up, and 200 from up on (until down2, when
-// set, after which it fails again); every attempt takes lat. Each of the
-// others makes one call, starting at its time in others; L starts at
-// lStart, with a deadline of lDead from then when set. Every draw is 0.5.
-type probedHost struct {
-	pol       Policy
-	up, down2 time.Duration
-	lat       time.Duration
-	others    []time.Duration
-	lStart    time.Duration
-	lDead     time.Duration
-}
-
-// run runs f with storm control c in a synctest bubble.
-func (f probedHost) run(t *testing.T, c StormControl) (l lRun) {
-	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		var mu sync.Mutex
-		tr := &Transport{Policy: f.pol, Storm: c, Random: func() float64 { return 0.5 },
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				at := time.Since(t0)
-				if r.Header.Get("X-Who") == "L" {
-					mu.Lock()
-					l.sends = append(l.sends, at-f.lStart)
-					mu.Unlock()
-				}
-				time.Sleep(f.lat) // virtual: synctest's clock
-				if at >= f.up && (f.down2 == 0 || at < f.down2) {
-					return response(200, "ok"), nil
-				}
-				return outcome{code: 503}.answer()
-			})}
-		var wg sync.WaitGroup
-		for _, start := range f.others {
-			wg.Go(func() {
-				time.Sleep(start) // virtual: synctest's clock
-				if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil)); err == nil {
-					resp.Body.Close()
-				}
-			})
-		}
-		req := httptest.NewRequest("GET", "http://h/", nil)
-		if f.lDead > 0 {
-			ctx, cancel := context.WithDeadline(req.Context(), t0.Add(f.lStart+f.lDead))
-			defer cancel()
-			req = req.WithContext(ctx)
-		}
-		l.sendAt(tr, req, t0, f.lStart)
-		wg.Wait()
-	})
-	return l
-}
+// Each is a flappingHost whose failures are 503s without Retry-After.
 
 // rescuedAsOff fails t unless L, rescued by plain backoff, is rescued with
 // storm control too.
-func (f probedHost) rescuedAsOff(t *testing.T) {
+func (f flappingHost) rescuedAsOff(t *testing.T) {
 	t.Helper()
 	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
 	if off.code != 200 {
@@ -89,8 +32,8 @@ func (f probedHost) rescuedAsOff(t *testing.T) {
 // now ends at the life's next step, where plain backoff's retry goes.
 func TestProbeNearTheDeadlineKeepsALifeStepThatFits(t *testing.T) {
 	ms := time.Millisecond
-	probedHost{pol: Policy{MaxRetries: 5, BaseDelay: 410 * ms, MaxDelay: 1640 * ms, Jitter: JitterFull},
-		up: 1285 * ms, others: []time.Duration{770 * ms}, lStart: 273 * ms, lDead: 1663 * ms}.rescuedAsOff(t)
+	flappingHost{status: 503, pol: Policy{MaxRetries: 5, BaseDelay: 410 * ms, MaxDelay: 1640 * ms, Jitter: JitterFull},
+		up: 1285 * ms, bg: []time.Duration{770 * ms}, lStart: 273 * ms, lDead: 1663 * ms}.rescuedAsOff(t)
 }
 
 // TestProbeDoesNotSkipTheLifesStepThatPlainBackoffCatches: the host is
@@ -100,8 +43,8 @@ func TestProbeNearTheDeadlineKeepsALifeStepThatFits(t *testing.T) {
 // all its attempts. It now goes at that step, as plain backoff does.
 func TestProbeDoesNotSkipTheLifesStepThatPlainBackoffCatches(t *testing.T) {
 	ms := time.Millisecond
-	probedHost{pol: Policy{MaxRetries: 5, BaseDelay: 432 * ms, MaxDelay: 1296 * ms, Jitter: JitterFull},
-		up: 1608 * ms, down2: 2065 * ms, others: []time.Duration{763 * ms}, lStart: 649 * ms}.rescuedAsOff(t)
+	flappingHost{status: 503, pol: Policy{MaxRetries: 5, BaseDelay: 432 * ms, MaxDelay: 1296 * ms, Jitter: JitterFull},
+		up: 1608 * ms, down2: 2065 * ms, bg: []time.Duration{763 * ms}, lStart: 649 * ms}.rescuedAsOff(t)
 }
 
 // TestProbeIsNotOutAtTheLifesLastStep: attempts take 177 ms; the host is
@@ -112,8 +55,8 @@ func TestProbeDoesNotSkipTheLifesStepThatPlainBackoffCatches(t *testing.T) {
 // would still be out at its life's last step no longer goes between steps.
 func TestProbeIsNotOutAtTheLifesLastStep(t *testing.T) {
 	ms := time.Millisecond
-	probedHost{pol: Policy{MaxRetries: 4, BaseDelay: 117 * ms, MaxDelay: 234 * ms, Jitter: JitterFull},
-		up: 1162 * ms, lat: 177 * ms, others: []time.Duration{193 * ms}, lStart: 74 * ms}.rescuedAsOff(t)
+	flappingHost{status: 503, pol: Policy{MaxRetries: 4, BaseDelay: 117 * ms, MaxDelay: 234 * ms, Jitter: JitterFull},
+		up: 1162 * ms, lat: 177 * ms, bg: []time.Duration{193 * ms}, lStart: 74 * ms}.rescuedAsOff(t)
 }
 
 // TestDecorrelatedJitterGrowsFromPlainBackoffsWait: decorrelated jitter
@@ -124,6 +67,6 @@ func TestProbeIsNotOutAtTheLifesLastStep(t *testing.T) {
 // next wait is now drawn from plain backoff's.
 func TestDecorrelatedJitterGrowsFromPlainBackoffsWait(t *testing.T) {
 	ms := time.Millisecond
-	probedHost{pol: Policy{MaxRetries: 3, BaseDelay: 107 * ms, MaxDelay: 428 * ms, Jitter: JitterDecorrelated},
-		up: 1336 * ms, down2: 2725 * ms, others: []time.Duration{1374 * ms, 25 * ms}, lStart: 491 * ms}.rescuedAsOff(t)
+	flappingHost{status: 503, pol: Policy{MaxRetries: 3, BaseDelay: 107 * ms, MaxDelay: 428 * ms, Jitter: JitterDecorrelated},
+		up: 1336 * ms, down2: 2725 * ms, bg: []time.Duration{1374 * ms, 25 * ms}, lStart: 491 * ms}.rescuedAsOff(t)
 }
