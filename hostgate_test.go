@@ -111,6 +111,34 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	}
 }
 
+// TestGateProbeWaitsAPaceAfterTheHostsLatestFailure: any request's failed
+// attempt tells what a probe would, so the line's next probe goes its pace
+// after the host's latest failure, not after its own latest probe.
+func TestGateProbeWaitsAPaceAfterTheHostsLatestFailure(t *testing.T) {
+	s, ms := failing(4)
+	h := ms[0].h
+	for _, m := range ms[:3] {
+		if !held(h, m, at(5)) {
+			t.Fatal("setup: a retry went while fresh requests were still coming")
+		}
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // a pace of 50 ms after a failed probe
+	}
+	stopped := at(3 + flowGaps)
+	if send, _ := h.poll(ms[0], stopped); !send {
+		t.Fatal("setup: the oldest held did not probe once fresh requests stopped")
+	}
+	s.failed("h", ms[0], failure{at: stopped})
+	later := stopped.Add(30 * time.Millisecond)
+	s.failed("h", ms[3], failure{at: later}) // a retry that was not held fails 30 ms after the probe
+	next := later.Add(50 * time.Millisecond)
+	if send, wake := h.poll(ms[1], stopped.Add(50*time.Millisecond)); send || !wake.Equal(next) {
+		t.Errorf("a pace after the probe: send %v, wake at %v; want a wake a pace after the latest failure, at %v", send, wake.Sub(t0), next.Sub(t0))
+	}
+	if send, _ := h.poll(ms[1], next); !send || h.probing != ms[1] {
+		t.Errorf("a pace after the latest failure: send %v; want the next held to probe", send)
+	}
+}
+
 func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
@@ -816,7 +844,7 @@ func TestGateFailureWithoutRetryAfterNudgesTheRetryItKept(t *testing.T) {
 	if len(m.wake) != 1 {
 		t.Fatal("the held retry was not nudged")
 	}
-	if send, _ := h.poll(m, at(10_010)); !send || h.probing != m {
+	if send, _ := h.poll(m, at(10_011)); !send || h.probing != m { // the usual gap after that failure
 		t.Errorf("send %v, probing %v: want it to probe", send, h.probing == m)
 	}
 }

@@ -313,7 +313,8 @@ func (h *host) othersSayWait(m *member) bool {
 // credit; at a step of its own backoff when the host answers (rule 5); at
 // its life's end whatever the host's state; or as the line's probe, the
 // oldest held, once fresh requests have stopped, no other probe is out and
-// the pace allows (rule 3). Otherwise it says when to look again, no later
+// a pace has passed since the probe before and since the host's latest
+// failure (rule 3). Otherwise it says when to look again, no later
 // than m's life's end (zero before a life is drawn, and at the deadline,
 // where the life is over).
 func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
@@ -351,8 +352,9 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
 	case h.probing != nil, m != h.firstWaiting(now):
 		return false, wake
-	case now.Before(h.nextProbe):
-		return false, earlierOf(h.nextProbe, wake)
+	}
+	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {
+		return false, earlierOf(next, wake) // a failure that recent told what a probe would
 	}
 	m.waiting, m.askBudget, m.fromLine, m.between = false, h.asksBudget(down), true, true
 	h.probing = m

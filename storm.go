@@ -36,9 +36,9 @@ const DefaultReleaseShare = 0.25
 // ReleaseShare of a release, a share grown by answers and halved by
 // failures as TCP's window; while no fresh requests reach the host, the
 // oldest held retry that may go between its steps probes it at its own
-// backoff's pace; a retry that went between steps waits no later than
-// its life's next step, and none goes that would still be out at the
-// life's last. No hold outlasts the deadline or MaxElapsed: one that
+// backoff's pace, counted from the host's latest failure; a retry that
+// went between steps waits no later than its life's next step, and none
+// goes that would still be out at the life's last. No hold outlasts the deadline or MaxElapsed: one that
 // reaches them returns the last outcome (see Error for a body that could
 // not be kept) with StopHostGate, or, when they cut its life short, the
 // reason its own backoff would give. The budget bounds, across hosts, the
