@@ -96,6 +96,24 @@ func (m *member) toNextStep(now time.Time, own time.Duration) time.Duration {
 	return min(own, max(m.stepAt(k).Sub(now), 0))
 }
 
+// toStepAfter returns wait, a Retry-After's wait drawn at now, cut to end
+// at m's life's next step when that step, no earlier than the
+// Retry-After's end, comes first: the life drew that step's spread above
+// the Retry-After ahead, and one drawn again would put the retry past it.
+func (m *member) toStepAfter(now time.Time, wait, floor time.Duration) time.Duration {
+	if m.between || m.drawn.IsZero() {
+		return wait
+	}
+	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	if k > m.own.count {
+		return wait
+	}
+	if next := m.stepAt(k).Sub(now); next >= floor && next < wait {
+		return next
+	}
+	return wait
+}
+
 // waitsFor records that m's request will wait until end for a
 // Retry-After asking floor. After a retry sent at a step of its life, or
 // at its own backoff's time, the Retry-After puts off the life's steps as
