@@ -689,3 +689,22 @@ func TestRetryAfterSpreadOfAHeldLifeIsItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldBeforeAnyAttemptIsTimedKeepsToTheDeadline: L and another request
+// start before any request to the host has failed, so neither first
+// attempt is timed; every attempt takes 150 ms and fails with 503
+// Retry-After: 1, and L has a 2.3 s deadline. L's retry at 1.2 s was held
+// (told to wait in the outage), its life fitted to the deadline as if
+// attempts took no time: it kept a step at 2.25 s, which plain backoff,
+// whose next wait would end past the deadline, never sends, and L ended
+// 1.05 s after plain backoff (a review's find). A retry with a deadline
+// is now held only once an attempt to the host has been timed.
+func TestHoldBeforeAnyAttemptIsTimedKeepsToTheDeadline(t *testing.T) {
+	ms := time.Millisecond
+	f := flappingHost{pol: Policy{MaxRetries: 4, BaseDelay: 300 * ms, MaxDelay: 300 * ms, Jitter: JitterNone}, status: 503, ra: "1",
+		up: time.Hour, lat: 150 * ms, lStart: 50 * ms, lDead: 2300 * ms, bg: []time.Duration{0}, calls: 1}
+	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
+	if on.end > off.end || len(on.sends) != len(off.sends) {
+		t.Errorf("L ended at %v after %v; plain backoff at %v after %v", on.end, on.sends, off.end, off.sends)
+	}
+}

@@ -201,6 +201,13 @@ func (h *host) flowEnd() time.Time {
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
+// timed reports whether m's attempts or the host's have been timed.
+func (h *host) timed(m *member) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return m.took.timed || h.took.timed
+}
+
 // attemptTime is a running average of the time failed attempts take.
 type attemptTime struct {
 	avg   time.Duration

@@ -270,8 +270,10 @@ func (st *stormState) ask(ctx context.Context, m *member, lim holdLimits) (held 
 // timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
 	// A retry with none of its own backoff left is held only by a life
-	// already drawn, to its end.
-	if st.hosts == nil || lim.rest == nil && m.drawn.IsZero() {
+	// already drawn, to its end; and one that has a deadline or MaxElapsed
+	// only once an attempt to the host has been timed, as its life is
+	// fitted to them by its attempts' time.
+	if st.hosts == nil || m.drawn.IsZero() && (lim.rest == nil || !lim.hard.IsZero() && !m.h.timed(m)) {
 		return false, StopNone
 	}
 	if now := time.Now(); !m.h.ask(m, lim.rest == nil, now) {
