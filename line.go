@@ -89,7 +89,7 @@ func (m *member) toNextStep(now time.Time, own time.Duration) time.Duration {
 	if !m.between || m.drawn.IsZero() {
 		return own
 	}
-	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	k := m.nextStep(now)
 	if k > m.own.count { // no step left but the last
 		return own
 	}
@@ -104,7 +104,7 @@ func (m *member) toStepAfter(now time.Time, wait, floor time.Duration) time.Dura
 	if m.between || m.drawn.IsZero() {
 		return wait
 	}
-	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	k := m.nextStep(now)
 	if k > m.own.count {
 		return wait
 	}
@@ -175,7 +175,7 @@ func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, o
 	if !m.own.cut && !m.atHard { // MaxRetries bounds its attempts, not the deadline or MaxElapsed
 		return min(d, m.giveUp.Sub(now)), false
 	}
-	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	k := m.nextStep(now)
 	return earlierOf(m.stepAt(k), m.giveUp).Sub(now), false
 }
 
@@ -186,13 +186,19 @@ func (m *member) putOff(now, at time.Time) {
 	if m.drawn.IsZero() {
 		return
 	}
-	k := 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
+	k := m.nextStep(now)
 	if next := m.stepAt(k); next.Before(at) {
 		m.drawn = m.drawn.Add(at.Sub(next))
 		m.h.mu.Lock()
 		defer m.h.mu.Unlock()
 		m.h.live(m)
 	}
+}
+
+// nextStep returns the first of m's life's steps, 1 to its count, that
+// comes after now, or count+1 when none does.
+func (m *member) nextStep(now time.Time) int {
+	return 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
 }
 
 // stepAt is when step k of m's life comes: its own backoff's retry k after

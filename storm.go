@@ -38,10 +38,10 @@ const DefaultReleaseShare = 0.25
 // oldest held retry that may go between its steps probes it at its own
 // backoff's pace, counted from the host's latest failure; a retry that
 // went between steps waits no later than its life's next step, and none
-// goes that would still be out at the life's last. No hold outlasts the deadline or MaxElapsed: one that
-// reaches them returns the last outcome (see Error for a body that could
-// not be kept) with StopHostGate, or, when they cut its life short, the
-// reason its own backoff would give. The budget bounds, across hosts, the
+// goes that would still be out at the life's last. No hold outlasts the
+// deadline or MaxElapsed: one that reaches them returns the last outcome
+// (see Error for a body that could not be kept) with StopHostGate, or,
+// when they cut its life short, the reason its own backoff would give. The budget bounds, across hosts, the
 // retries into hosts proven down (see Budget). Only hosts with requests
 // retrying have state: a request to any other host pays one atomic load.
 // One exception to "no later": when only some failures carry a
