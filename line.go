@@ -114,18 +114,23 @@ func (m *member) toStepAfter(now time.Time, wait, floor time.Duration) time.Dura
 	return wait
 }
 
-// waitsFor records that m's request will wait until end for a
-// Retry-After asking floor. After a retry sent at a step of its life, or
-// at its own backoff's time, the Retry-After puts off the life's steps as
-// it puts off plain backoff's, by floor: the life drew its own spread
-// above it. After one the line let go between steps, or one that followed
+// waitsFor records that m's request, whose retry went at sent, will wait
+// until end for a Retry-After asking floor. After a retry sent at a step
+// of its life, or at its own backoff's time, the Retry-After puts off the
+// life's steps as it puts off plain backoff's, by floor: the life drew
+// its own spread above it; but one sent at its own backoff's time after
+// the life's last step but one stood for the last, and puts off nothing.
+// After one the line let go between steps, or one that followed
 // it at its own backoff's time, which plain backoff never sent, the steps
 // stay, and those before end are skipped; over reports that end is past
 // the life's end, where plain backoff has sent its last retry, unless this
 // Retry-After is the first its host said since the life was drawn: then
 // plain backoff's retries would be put off too (the exception of mixed
 // Retry-After in StormControl's doc).
-func (m *member) waitsFor(now, end time.Time, floor time.Duration) (over bool) {
+func (m *member) waitsFor(now, sent, end time.Time, floor time.Duration) (over bool) {
+	if !m.between && m.standsForLast(sent) {
+		return !end.Before(m.giveUp)
+	}
 	if !m.between {
 		m.putOff(now, now.Add(floor))
 		return false
@@ -134,6 +139,17 @@ func (m *member) waitsFor(now, end time.Time, floor time.Duration) (over bool) {
 		m.step += sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return !m.stepAt(m.step + i).Before(end) })
 	}
 	return !m.giveUp.IsZero() && !end.Before(m.giveUp)
+}
+
+// standsForLast reports whether a retry sent at sent, at its own
+// backoff's time, went after the step before its life's end and before
+// that end: it stands for the life's last retry.
+func (m *member) standsForLast(sent time.Time) bool {
+	if m.drawn.IsZero() || m.giveUp.IsZero() || sent.IsZero() || !sent.Before(m.giveUp) {
+		return false
+	}
+	k := m.nextStep(sent)
+	return k <= m.own.count && !m.stepAt(k).Before(m.giveUp)
 }
 
 // mayGoBetween reports whether at now m's retry may go between its

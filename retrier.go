@@ -72,7 +72,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps unless this retry stands in for an early last one or went off them
 		wait = max(wait, spreadUp(floor, t.random()))
-		if !early && r.m.waitsFor(now, now.Add(wait), floor) {
+		if !early && r.m.waitsFor(now, r.sent, now.Add(wait), floor) {
 			return 0, r.lifeOver()
 		}
 		wait = r.m.toStepAfter(now, wait, floor)
