@@ -848,3 +848,27 @@ func TestGateFailureWithoutRetryAfterNudgesTheRetryItKept(t *testing.T) {
 		t.Errorf("send %v, probing %v: want it to probe", send, h.probing == m)
 	}
 }
+
+// TestRetryAfterWaitEndsAtTheLifesNextStep: a Retry-After's wait, its
+// spread drawn again, ends at the held life's next step when that step
+// comes first and no earlier than the server's wait; otherwise it stands.
+func TestRetryAfterWaitEndsAtTheLifesNextStep(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		name              string
+		now               time.Time
+		between           bool
+		wait, floor, want time.Duration
+	}{
+		{"the step first", at(0), false, 2 * s, s / 2, s},
+		{"the wait first", at(0), false, s * 8 / 10, s / 2, s * 8 / 10},
+		{"the step before the server's wait", at(0), false, 2 * s, s * 3 / 2, 2 * s},
+		{"no step left", at(3_000), false, 2 * s, s / 2, 2 * s},
+		{"off its steps", at(0), true, 2 * s, s / 2, 2 * s},
+	} {
+		m := &member{between: tc.between, life: life{drawn: t0, own: ownSteps{count: 2, cum: []time.Duration{s, 2 * s}}}}
+		if got := m.toStepAfter(tc.now, tc.wait, tc.floor); got != tc.want {
+			t.Errorf("%s: wait %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
