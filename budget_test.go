@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -170,5 +171,54 @@ func TestBudgetWithTheHostGateOff(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestBudgetCostsABurstNoRescue: 200 goroutines of one client through a
+// 4 s outage, default Policy, 10 s deadlines, 20 ms attempts, each request
+// drawing from a stream of its own. The budget refused first retries of
+// requests not yet held and held lives' last retries, into a host whose
+// return nothing had told (the empty budget stops the line's probes too):
+// 561 of 2,400 rescued over 12 seeds against plain backoff's 635. With
+// the gate on, the budget now refuses only the line's probes, retries
+// plain backoff never sends, and every seed rescues as plain backoff.
+func TestBudgetCostsABurstNoRescue(t *testing.T) {
+	burst := func(c StormControl, seed uint64) (rescued int) {
+		synctest.Test(t, func(t *testing.T) {
+			t0 := time.Now()
+			var mu sync.Mutex
+			tr := &Transport{Storm: c, Random: goroutineRandom(seed),
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(20 * time.Millisecond) // virtual: synctest's clock
+					if time.Since(t0) >= 4*time.Second {
+						return response(200, "ok"), nil
+					}
+					return response(503, ""), nil
+				})}
+			var wg sync.WaitGroup
+			for range 200 {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx))
+					if err != nil {
+						return
+					}
+					if resp.StatusCode == 200 {
+						mu.Lock()
+						rescued++
+						mu.Unlock()
+					}
+					resp.Body.Close()
+				})
+			}
+			wg.Wait()
+		})
+		return rescued
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		if on, off := burst(StormControl{}, seed), burst(stormOff, seed); on < off {
+			t.Errorf("seed %d: %d of 200 rescued with storm control, %d without", seed, on, off)
+		}
 	}
 }

@@ -163,8 +163,8 @@ func TestGateSendsAHeldRequestsLastRetryWhenItsBackoffWould(t *testing.T) {
 	if send, _ := h.poll(last, at(19_999)); send {
 		t.Error("its last retry went before the time of its attempts was counted")
 	}
-	if send, _ := h.poll(last, at(20_000)); !send || !last.askBudget {
-		t.Errorf("at its backoff's end, with the host down: send %v, probe %v; want its last retry sent, the budget asked", send, last.askBudget)
+	if send, _ := h.poll(last, at(20_000)); !send || last.askBudget {
+		t.Errorf("at its backoff's end, with the host down: send %v, budget asked %v; want its last retry sent, as plain backoff's, the budget not asked", send, last.askBudget)
 	}
 	if !last.outlived(at(20_000)) || last.outlived(at(19_999)) {
 		t.Error("outlived does not turn at the end of the request's own backoff")

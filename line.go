@@ -20,7 +20,7 @@ type member struct {
 	saysWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
 	last              bool          // its retry held now is its last: never a probe
-	askBudget         bool          // its retry goes on its own into a host proven down
+	askBudget         bool          // its retry goes between its steps into a host proven down: the budget is asked
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	between           bool          // a retry of it went between its life's steps, as plain backoff never sends one, and none since at a step
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
@@ -333,7 +333,7 @@ func (h *host) ask(m *member, last bool, now time.Time) (held bool) {
 	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
 	told := m.toldIn.Equal(h.since)              // an outage the host has since answered out of told it nothing of this one
 	if len(h.members) == 1 || singled || !down && !told {
-		m.askBudget = h.asksBudget(down) && !m.drawn.IsZero()
+		m.askBudget = false // it goes at its own backoff's time, as plain backoff's would
 		return false
 	}
 	m.waiting, m.askBudget = true, false
@@ -381,8 +381,9 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 		m.released, m.askBudget, m.fromLine, m.between = false, false, true, true
 		return true, time.Time{}
 	case answers, m.outlived(now), len(h.members) == 1 && h.mayGoBetween(m, now): // or alone now: no other request is failing with it (rule 1)
-		m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(down), len(h.members) > 1 // alone, it was not the line's
+		m.waiting, m.fromLine = false, len(h.members) > 1 // alone, it was not the line's
 		m.between = !answers && !m.outlived(now)
+		m.askBudget = m.between && h.asksBudget(down) // only a retry plain backoff would not send now
 		h.nudgeFirst(now)
 		return true, time.Time{}
 	}

@@ -41,9 +41,11 @@ const DefaultReleaseShare = 0.25
 // goes that would still be out at the life's last. No hold outlasts the
 // deadline or MaxElapsed: one that reaches them returns the last outcome
 // (see Error for a body that could not be kept) with StopHostGate, or,
-// when they cut its life short, the reason its own backoff would give. The budget bounds, across hosts, the
-// retries into hosts proven down (see Budget). Only hosts with requests
-// retrying have state: a request to any other host pays one atomic load.
+// when they cut its life short, the reason its own backoff would give.
+// The budget bounds, across hosts, the line's probes into hosts proven
+// down, retries plain backoff never sends (see Budget). Only hosts with
+// requests retrying have state: a request to any other host pays one
+// atomic load.
 // One exception to "no later": when only some failures carry a
 // Retry-After, a held request's steps, drawn ahead, are a guess at its own
 // backoff's.
@@ -202,14 +204,10 @@ func (st *stormState) timing() bool {
 }
 
 // allows reports whether the budget lets m's retry start its wait at now:
-// asked only as host.asksBudget says, and never for a request held before,
-// whose retries are asked about as they go (see recheckBudget).
+// with the host gate on, always, as the budget is asked only about the
+// line's probes (see budgetLets); with it off, as it has a retry left.
 func (st *stormState) allows(m *member, now time.Time) bool {
-	if !m.drawn.IsZero() { // held before: a life is drawn only on a host
-		return true
-	}
-	_, asks := m.h.budgetView(now)
-	return !asks || st.budgetAllows(now)
+	return m.h != nil || st.budgetAllows(now)
 }
 
 // budgetAllows reports whether the budget has a retry left at now; the
@@ -265,9 +263,8 @@ func (st *stormState) ask(ctx context.Context, m *member, lim holdLimits) (held 
 // hold is called once m's retry has waited its own backoff, and holds it
 // as StormControl says. It returns StopNone when the retry may go now;
 // StopHostGate when the hold reached the deadline or MaxElapsed;
-// StopBudget when the budget refused a retry going on its own into a host
-// proven down; StopCanceled when ctx was cancelled. A held retry costs a
-// timer, not a goroutine.
+// StopCanceled when ctx was cancelled. A probe the budget refuses waits
+// in line (see refused). A held retry costs a timer, not a goroutine.
 func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
 	// A retry with none of its own backoff left is held only by a life
 	// already drawn, to its end; and one that has a deadline or MaxElapsed
@@ -278,7 +275,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	}
 	if now := time.Now(); !m.h.ask(m, lim.rest == nil, now) {
 		m.goes(now)
-		return false, st.recheckBudget(m, now)
+		return false, StopNone
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
@@ -288,9 +285,9 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 		now := time.Now()
 		send, wake := m.h.poll(m, now)
 		if send {
-			if stop := st.recheckBudget(m, now); stop == StopNone || m.outlived(now) {
+			if st.budgetLets(m, now) {
 				m.goes(now)
-				return true, stop
+				return true, StopNone
 			}
 			m.h.refused(m, now) // the line's probe waits for a token, in line
 			continue
@@ -317,14 +314,13 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 	}
 }
 
-// recheckBudget asks the budget about a held request's retry that goes on
-// its own into a host proven down (the line's probe, or its last retry),
-// never about one released to a host that answers.
-func (st *stormState) recheckBudget(m *member, now time.Time) StopReason {
-	if m.askBudget && !st.budgetAllows(now) {
-		return StopBudget
-	}
-	return StopNone
+// budgetLets reports whether the budget lets a held request's retry go at
+// now: it is asked only about one that goes between its steps into a host
+// proven down (the line's probe, or one let go alone), which plain backoff
+// never sends; never about one at its own backoff's time, nor one
+// released to a host that answers.
+func (st *stormState) budgetLets(m *member, now time.Time) bool {
+	return !m.askBudget || st.budgetAllows(now)
 }
 
 // drawLife draws, at m's first hold, the life m's own backoff gives it;

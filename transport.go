@@ -78,10 +78,12 @@ const DefaultMaxRetryAfter = time.Minute
 //     gate that holds the retries of requests failing together and
 //     returns them at the pace the host answers. It never delays or
 //     refuses a first attempt, a request alone on its host waits exactly
-//     its own backoff (with the host gate off, the budget alone may refuse
-//     any retry, a lone request's too), and a held request still sends
-//     its last retry when its own backoff would. A refused retry returns
-//     the last outcome at once (StopBudget); a held request ends by the
+//     its own backoff, and a held request still sends its last retry when
+//     its own backoff would; with the host gate on, the budget only paces
+//     the line's probes, which plain backoff never sends. With the gate
+//     off, the budget alone may refuse any retry, a lone request's too,
+//     and a refused retry returns the last outcome at once (StopBudget).
+//     A held request ends by the
 //     deadline or MaxElapsed as its own backoff would (StopDeadline,
 //     StopMaxElapsed), and a hold that reaches one returns it then
 //     (StopHostGate). After a hold, as after a
