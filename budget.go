@@ -24,7 +24,9 @@ const (
 // request ends in an answer (an outcome the classifier calls final), so
 // that only the retries of requests that fail in the end cost anything.
 // Tokens come at Ratio per request sent and Reserve per second, up to
-// Burst.
+// Burst. A retry sent while the bucket is empty spends nothing: the bucket
+// never goes below empty, so that a storm's retries cannot leave a debt
+// that keeps refusing retries long after it.
 //
 // With the host gate on, it is asked only about the retries that go
 // between a held request's steps into a host proven down (another request
@@ -59,7 +61,7 @@ type Budget struct {
 	requests atomic.Int64 // requests sent while short
 
 	mu      sync.Mutex
-	deficit float64   // tokens below Burst; above it, debt
+	deficit float64   // tokens below Burst; take keeps it at most Burst
 	last    time.Time // of the latest refill
 	counted int64     // requests already turned into tokens
 }
@@ -75,15 +77,32 @@ func (b *Budget) countRequest() {
 // available returns the tokens held at now: a retry is refused below 1.
 func (b *Budget) available(now time.Time) float64 { return b.add(0, now) }
 
+// take spends a token at now if the bucket holds one, and reports whether
+// it did; a retry cleared before its wait may find the token taken by the
+// time it is sent, and then goes uncharged.
+func (b *Budget) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.addLocked(0, now) < 1 {
+		return false
+	}
+	b.addLocked(-1, now)
+	return true
+}
+
 // add adds n tokens at now, after those earned since the last call, and
-// returns the tokens held: a retry charged spends one, which may leave the
-// bucket in debt (a retry cleared before its wait is sent even if others
-// took the token), and a request ended in an answer refunds its retries.
-// A time before the latest one seen earns nothing, so that callers racing
-// with slightly older clocks do not count twice.
+// returns the tokens held: a request ended in an answer refunds its
+// retries.
 func (b *Budget) add(n float64, now time.Time) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.addLocked(n, now)
+}
+
+// addLocked is add with b.mu held. A time before the latest one seen
+// earns nothing, so that callers racing with slightly older clocks do not
+// count twice.
+func (b *Budget) addLocked(n float64, now time.Time) float64 {
 	reqs := b.requests.Load()
 	earned := resolve(b.Ratio, DefaultBudgetRatio)*float64(reqs-b.counted) +
 		resolve(b.Reserve, DefaultBudgetReserve)*max(now.Sub(b.last), 0).Seconds()

@@ -116,8 +116,8 @@ func (r StopReason) String() string {
 // transport error (a response, even a 503, is returned as a response), when
 // nothing could be sent, and when a retry is not sent once the response
 // before it was drained (its wait, counted from the drain's end, would end
-// past the deadline or MaxElapsed; or the deadline, a hold's limit or the
-// budget after a hold stopped it) and that response could not be kept: its
+// past the deadline or MaxElapsed; or the deadline or a hold's limit
+// stopped it) and that response could not be kept: its
 // body was over 64 KiB or still arriving after 100 ms, so it was closed;
 // Err then names its status. It is also what a request the caller cancels
 // returns (StopCanceled), Err being the context's error, whatever came

@@ -383,7 +383,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	case answers, m.outlived(now), len(h.members) == 1 && h.mayGoBetween(m, now): // or alone now: no other request is failing with it (rule 1)
 		m.waiting, m.fromLine = false, len(h.members) > 1 // alone, it was not the line's
 		m.between = !answers && !m.outlived(now)
-		m.askBudget = m.between && h.asksBudget(down) // only a retry plain backoff would not send now
+		m.askBudget = false // at its step, released by answers, or alone (rule 1)
 		h.nudgeFirst(now)
 		return true, time.Time{}
 	}

@@ -217,13 +217,12 @@ func (st *stormState) budgetAllows(now time.Time) bool {
 }
 
 // sent charges the budget for a retry of m's request sent at now, as
-// host.budgetView says.
+// host.budgetView says, if it holds a token.
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
-	if charged, _ := m.h.budgetView(now); charged {
-		st.budget.add(-1, now)
+	if charged, _ := m.h.budgetView(now); charged && st.budget.take(now) {
 		m.spent++
 	}
 }
@@ -315,10 +314,10 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 }
 
 // budgetLets reports whether the budget lets a held request's retry go at
-// now: it is asked only about one that goes between its steps into a host
-// proven down (the line's probe, or one let go alone), which plain backoff
-// never sends; never about one at its own backoff's time, nor one
-// released to a host that answers.
+// now: it is asked only about the line's probe into a host proven down,
+// which plain backoff never sends; never about a retry at its own
+// backoff's time, nor one released to a host that answers, nor one let go
+// alone (rule 1).
 func (st *stormState) budgetLets(m *member, now time.Time) bool {
 	return !m.askBudget || st.budgetAllows(now)
 }

@@ -967,17 +967,16 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 	}
 }
 
-// TestBudgetNeverRefusesAReleasedRetry: the budget is asked about a retry
-// before its wait, so a retry that storm control held is let through once
-// the host is back even when the budget has run dry meanwhile (here spent
-// by another Transport sharing it). A held request's last retry into a
-// host still down is asked again, and may be refused.
+// TestBudgetNeverRefusesAReleasedRetry: with the host gate on, the budget
+// is asked only about the line's probes, so a retry that storm control
+// held is let through once the host is back even when the budget has run
+// dry meanwhile (here spent by another Transport sharing it), and no
+// request ends with StopBudget.
 func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		budget := &Budget{Burst: 5, Ratio: -1, Reserve: -1}
 		up := time.Now().Add(time.Second)
-		var held, refused, refusedHeld, lifeOver atomic.Int32
-		var wasHeld sync.Map // requests held, then let through
+		var held, refused, lifeOver atomic.Int32
 		var mu sync.Mutex
 		least := 1.0
 		var tr *Transport
@@ -993,9 +992,8 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 			OnRetry: func(e RetryEvent) {
 				if e.Held > 0 {
 					held.Add(1)
-					wasHeld.Store(e.Request, true)
 					mu.Lock()
-					least = min(least, tr.StormState().BudgetTokens+1) // before this retry spent its token
+					least = min(least, tr.StormState().BudgetTokens) // as this retry went
 					mu.Unlock()
 				}
 			},
@@ -1005,9 +1003,6 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 				}
 				if e.Stop == StopBudget {
 					refused.Add(1)
-					if _, ok := wasHeld.Load(e.Request); (ok || e.Held > 0) && !time.Now().Before(up) {
-						refusedHeld.Add(1) // held, and refused once the host was back
-					}
 				}
 			},
 		}
@@ -1041,11 +1036,11 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		// The requests that failed once the budget was dry are refused
-		// before they wait; every one held before is let through, unless
-		// its own backoff ran out before the host came back.
-		if held.Load() < 50 || least >= 1 || refusedHeld.Load() > 0 || ok.Load()+refused.Load()+lifeOver.Load() != 150 || lifeOver.Load() > 5 {
-			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget, %d of them after a hold, the host back; %d gave up as their backoff ran out; %d of 150 succeeded", held.Load(), least, refused.Load(), refusedHeld.Load(), lifeOver.Load(), ok.Load())
+		// Held retries went with the budget dry, and none was refused;
+		// every request succeeded unless its own backoff ran out before
+		// the host came back.
+		if held.Load() < 50 || least >= 1 || refused.Load() > 0 || ok.Load()+lifeOver.Load() != 150 || lifeOver.Load() > 5 {
+			t.Errorf("%d retries held and released, the fewest tokens as one went %v; %d refused by the budget; %d gave up as their backoff ran out; %d of 150 succeeded", held.Load(), least, refused.Load(), lifeOver.Load(), ok.Load())
 		}
 	})
 }
@@ -1119,25 +1114,32 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 // TestHeldRequestAtItsOwnTimeIsNotRefused: a request that was held, going
 // on its own at its own backoff's time into a host that is down while
 // another request to it retries, sends the retry plain backoff would
-// send: the budget charges it but does not refuse it, empty or not.
+// send: the budget charges it a token if it holds one, and never refuses
+// it nor goes below empty for it.
 func TestHeldRequestAtItsOwnTimeIsNotRefused(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
-	st := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	st.retrying.Store(2) // another request of the Transport retries
-	other := st.failed("down", nil, failure{first: true, at: time.Now(), sent: time.Now()})
-	var m *member
-	for i := range downAfter { // failures seen in a row: the host is down
-		m = st.failed("down", m, failure{first: i == 0, at: time.Now(), sent: time.Now()})
+	for _, tc := range []struct {
+		burst, wantTokens float64
+		wantSpent         int
+	}{{burst: 5, wantTokens: 4, wantSpent: 1}, {burst: -1, wantTokens: 0, wantSpent: 0}} {
+		budget := &Budget{Burst: tc.burst, Ratio: -1, Reserve: -1}
+		st := &stormState{budget: budget, hosts: newHostSet(DefaultReleaseShare)}
+		st.retrying.Store(2) // another request of the Transport retries
+		other := st.failed("down", nil, failure{first: true, at: time.Now(), sent: time.Now()})
+		var m *member
+		for i := range downAfter { // failures seen in a row: the host is down
+			m = st.failed("down", m, failure{first: i == 0, at: time.Now(), sent: time.Now()})
+		}
+		m.drawn = time.Now().Add(time.Second) // held before, by a line since gone
+		lim := holdLimits{rest: func(_, _ time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
+		if _, stop := st.ask(context.Background(), m, lim); stop != StopNone {
+			t.Errorf("burst %v: stop %v, want StopNone: a retry at its own backoff's time is not refused", tc.burst, stop)
+		}
+		if got := budget.available(time.Now()); m.spent != tc.wantSpent || got != tc.wantTokens {
+			t.Errorf("burst %v: %d retries charged, %v tokens left; want %d, %v", tc.burst, m.spent, got, tc.wantSpent, tc.wantTokens)
+		}
+		st.end(other, false)
 	}
-	m.drawn = time.Now().Add(time.Second) // held before, by a line since gone
-	lim := holdLimits{rest: func(_, _ time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
-	if _, stop := st.ask(context.Background(), m, lim); stop != StopNone {
-		t.Errorf("stop %v, want StopNone: a retry at its own backoff's time is not refused", stop)
-	}
-	if m.spent != 1 {
-		t.Errorf("%d retries charged, want the one into a host down", m.spent)
-	}
-	st.end(other, false)
 }
 
 // TestRetryAfterPutsOffALifesSteps: a Retry-After that ends after a
