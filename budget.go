@@ -24,9 +24,11 @@ const (
 // request ends in an answer (an outcome the classifier calls final), so
 // that only the retries of requests that fail in the end cost anything.
 // Tokens come at Ratio per request sent and Reserve per second, up to
-// Burst. A retry sent while the bucket is empty spends nothing: the bucket
-// never goes below empty, so that a storm's retries cannot leave a debt
-// that keeps refusing retries long after it.
+// Burst. A retry it is asked about takes its token when asked, so that
+// retries asked about at once cannot count on the same one, and gets it
+// back if it is never sent; one it is not asked about, sent while the
+// bucket is empty, spends nothing. So the bucket never goes below empty,
+// and a storm's retries leave no debt that refuses retries long after it.
 //
 // With the host gate on, it is asked only about the retries that go
 // between a held request's steps into a host proven down (another request
@@ -54,7 +56,8 @@ type Budget struct {
 	// DefaultBudgetReserve; negative means none.
 	Reserve float64
 	// Burst is the most tokens held. Zero or NaN means DefaultBudgetBurst;
-	// negative means none, so that only lone requests retry.
+	// negative means none: with the host gate off only lone requests
+	// retry, and with it on the line never probes.
 	Burst float64
 
 	short    atomic.Bool  // below Burst: requests sent earn tokens
@@ -78,8 +81,7 @@ func (b *Budget) countRequest() {
 func (b *Budget) available(now time.Time) float64 { return b.add(0, now) }
 
 // take spends a token at now if the bucket holds one, and reports whether
-// it did; a retry cleared before its wait may find the token taken by the
-// time it is sent, and then goes uncharged.
+// it did.
 func (b *Budget) take(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -261,3 +261,72 @@ func TestBudgetNeverGoesBelowEmpty(t *testing.T) {
 		assert.InDelta(t, DefaultBudgetBurst, budget.available(time.Now()), 0.01, "the bucket full again after 10 s of quiet")
 	})
 }
+
+// TestBudgetBoundsRetriesWithTheHostGateOff: with NoHostGate, a retry
+// asked about takes its token when asked, so retries cleared at once
+// cannot all go on the same token: 50 goroutines looping on a dead host
+// for 10 s send about as many retries as the 101 tokens the bucket earns,
+// plus those of a request left retrying alone, which is not asked.
+func TestBudgetBoundsRetriesWithTheHostGateOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var retries atomic.Int64
+		budget := &Budget{Burst: 1, Ratio: -1, Reserve: 10}
+		tr := &Transport{Random: seeded(1),
+			Policy: Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+			Storm:  StormControl{NoHostGate: true, Budget: budget},
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(5 * time.Millisecond) // virtual: synctest's clock
+				if Attempt(r.Context()) > 1 {
+					retries.Add(1)
+				}
+				return response(503, ""), nil
+			})}
+		end := time.Now().Add(10 * time.Second)
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://dead/", nil))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		assert.LessOrEqual(t, retries.Load(), int64(2*101), "retries sent against 101 tokens earned")
+		assert.Positive(t, retries.Load())
+	})
+}
+
+// TestBudgetGetsBackATokenTakenForARetryNeverSent: with NoHostGate, a
+// request cancelled in the wait its token was taken for gives the token
+// back, so the bucket ends spent by exactly the retries sent.
+func TestBudgetGetsBackATokenTakenForARetryNeverSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var retries atomic.Int64
+		budget := &Budget{Burst: 5, Ratio: -1, Reserve: -1}
+		tr := &Transport{
+			Policy: Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: JitterNone},
+			Storm:  StormControl{NoHostGate: true, Budget: budget},
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if Attempt(r.Context()) > 1 {
+					retries.Add(1)
+				}
+				return response(503, ""), nil
+			})}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(150*time.Millisecond, cancel) // in the second wait of the cancelled request
+		var wg sync.WaitGroup
+		for _, c := range []context.Context{ctx, context.Background()} {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(httptest.NewRequestWithContext(c, "GET", "http://dead/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int64(4), retries.Load(), "one retry of the cancelled request, three of the other")
+		assert.InDelta(t, 5-float64(retries.Load()), budget.available(time.Now()), 0.01, "the bucket spent by the retries sent, no more")
+	})
+}

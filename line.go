@@ -17,6 +17,7 @@ type member struct {
 	wake              chan struct{} // nudged when it should look at the host again
 	policy            Policy        // its request's, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
+	paid              bool          // its next retry's token was taken when the budget was asked
 	saysWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
 	last              bool          // its retry held now is its last: never a probe

@@ -58,9 +58,10 @@ type StormControl struct {
 	// backoff and no longer. The budget, unless NoBudget is set too, is
 	// then asked about every retry but that of the only request of the
 	// Transport retrying, so a request alone on its host may be refused
-	// when others fail on other hosts, or on other Transports sharing the
-	// Budget (a dead host's retries then spend what a flaky host's need);
-	// and it is spent at once by a burst failing together
+	// while another request of the Transport retries on another host,
+	// once that host's retries, or other Transports sharing the Budget,
+	// have spent it (a dead host's retries then spend what a flaky host's
+	// need); and it is spent at once by a burst failing together
 	// (bench/RESULTS.md: 0.5% of a blip's burst rescued).
 	NoHostGate bool
 	// Budget is a budget to share with other Transports; nil means one of
@@ -75,9 +76,8 @@ type StormControl struct {
 // StormState is a snapshot of a Transport's storm control, for metrics.
 type StormState struct {
 	// BudgetTokens is the tokens the budget holds now, zero when it is
-	// off: below 1 it refuses retries, and it is negative while retries
-	// charged without being asked, or cleared before their waits, have
-	// spent more than it held.
+	// off, never below: below 1 it refuses the retries it is asked about
+	// (see Budget).
 	BudgetTokens float64
 	Hosts        int // hosts with requests retrying, zero when the host gate is off
 	Retrying     int // requests retrying
@@ -207,22 +207,31 @@ func (st *stormState) timing() bool {
 // with the host gate on, always, as the budget is asked only about the
 // line's probes (see budgetLets); with it off, as it has a retry left.
 func (st *stormState) allows(m *member, now time.Time) bool {
-	return m.h != nil || st.budgetAllows(now)
+	return m.h != nil || st.takes(m, now)
 }
 
-// budgetAllows reports whether the budget has a retry left at now; the
+// takes reports whether the budget lets m's retry go, asked at now, and
+// takes its token then, so that retries asked about at once cannot all
+// count on the same token; one never sent gives it back (see end). The
 // only request of its Transport retrying is not asked.
-func (st *stormState) budgetAllows(now time.Time) bool {
-	return st.budget == nil || st.retrying.Load() <= 1 || st.budget.available(now) >= 1
+func (st *stormState) takes(m *member, now time.Time) bool {
+	if st.budget == nil || st.retrying.Load() <= 1 {
+		return true
+	}
+	m.paid = st.budget.take(now)
+	return m.paid
 }
 
-// sent charges the budget for a retry of m's request sent at now, as
-// host.budgetView says, if it holds a token.
+// sent charges the budget for a retry of m's request sent at now: the
+// token taken when the budget was asked, or, when it was not, one it
+// holds if host.budgetView says the retry is charged.
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
-	if charged, _ := m.h.budgetView(now); charged && st.budget.take(now) {
+	if m.paid {
+		m.paid, m.spent = false, m.spent+1
+	} else if charged, _ := m.h.budgetView(now); charged && st.budget.take(now) {
 		m.spent++
 	}
 }
@@ -237,8 +246,15 @@ func (st *stormState) end(m *member, answered bool) {
 	if st.hosts != nil {
 		st.hosts.leave(m)
 	}
-	if answered && m.spent > 0 { // spent only with a budget (see sent)
-		st.budget.add(float64(m.spent), time.Now())
+	refund := 0 // spent or paid only with a budget (see sent)
+	if answered {
+		refund = m.spent
+	}
+	if m.paid { // its token was taken, its retry never sent
+		refund++
+	}
+	if refund > 0 {
+		st.budget.add(float64(refund), time.Now())
 	}
 }
 
@@ -319,7 +335,7 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 // backoff's time, nor one released to a host that answers, nor one let go
 // alone (rule 1).
 func (st *stormState) budgetLets(m *member, now time.Time) bool {
-	return !m.askBudget || st.budgetAllows(now)
+	return !m.askBudget || st.takes(m, now)
 }
 
 // drawLife draws, at m's first hold, the life m's own backoff gives it;
