@@ -223,17 +223,15 @@ func (a *attemptTime) note(took time.Duration) {
 	a.avg += (took - a.avg) / tookWeight
 }
 
-// budgetView reports at now whether a retry into the host is charged to
-// the budget, and whether the budget is asked about it (rule 7); with the
-// gate off (a nil host), every retry is both.
-func (h *host) budgetView(now time.Time) (charged, asks bool) {
+// charges reports whether a retry into the host at now is charged to the
+// budget (rule 7); with the gate off (a nil host), every retry is.
+func (h *host) charges(now time.Time) bool {
 	if h == nil {
-		return true, true
+		return true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	asks = h.asksBudget(h.provenDown(now))
-	return asks || !h.down() && len(h.members) > 1, asks
+	return h.asksBudget(h.provenDown(now)) || !h.down() && len(h.members) > 1
 }
 
 // asksBudget reports whether the budget is asked about retries into the

@@ -224,14 +224,14 @@ func (st *stormState) takes(m *member, now time.Time) bool {
 
 // sent charges the budget for a retry of m's request sent at now: the
 // token taken when the budget was asked, or, when it was not, one it
-// holds if host.budgetView says the retry is charged.
+// holds if host.charges says the retry is charged.
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
 	if m.paid {
 		m.paid, m.spent = false, m.spent+1
-	} else if charged, _ := m.h.budgetView(now); charged && st.budget.take(now) {
+	} else if m.h.charges(now) && st.budget.take(now) {
 		m.spent++
 	}
 }

@@ -1232,9 +1232,13 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 		}
 		return m, func() { st.end(m, false); st.end(other, false) }
 	}
-	// Whether a probe of the line is asked (host.budgetView): a retry at
+	// Whether a probe of the line is asked (host.asksBudget): a retry at
 	// its own backoff's time never is (TestHeldRequestAtItsOwnTimeIsNotRefused).
-	asks := func(m *member, now time.Time) bool { _, a := m.h.budgetView(now); return a }
+	asks := func(m *member, now time.Time) bool {
+		m.h.mu.Lock()
+		defer m.h.mu.Unlock()
+		return m.h.asksBudget(m.h.provenDown(now))
+	}
 	empty := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	m, done := failed(empty, downAfter-1, true)
 	if inYoung, inProven := asks(m, young), asks(m, proven); inYoung || !inProven {
