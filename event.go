@@ -12,9 +12,9 @@ type RetryEvent struct {
 	// Request is the caller's request. Read it; never modify it.
 	Request *http.Request
 	// Attempt is the 1-based number of the attempt that failed. For a
-	// retry the deadline cut off (OnGiveUp, StopDeadline), Response, Err
-	// and Reason are those of the attempt before it, whose outcome
-	// RoundTrip returns.
+	// retry the deadline cut off (OnGiveUp, StopDeadline), Attempt is the
+	// number of that retry, and Response, Err and Reason are those of the
+	// attempt before it, whose outcome RoundTrip returns.
 	Attempt int
 	// Response is the attempt's response, nil when Err is set. In OnRetry
 	// its body is already drained and closed: read the status and headers
@@ -29,10 +29,12 @@ type RetryEvent struct {
 	// "status 503" or "connection reset".
 	Reason string
 	// Wait is the time waited after this attempt: in OnRetry, before the
-	// retry about to be sent (its backoff, Retry-After included, and any
-	// hold); in OnGiveUp, before the request gave up (zero when it gave up
-	// at once). It starts once the attempt's response has been drained,
-	// which may take up to 100 ms more.
+	// retry about to be sent (its backoff, Retry-After included, as drawn,
+	// and any hold, as measured; a timer's own slack, most often under a
+	// millisecond, is not counted); in OnGiveUp, before the request gave
+	// up (zero when it gave up at once; measured when a cancel or the
+	// deadline cut a wait short). It starts once the attempt's response
+	// has been drained, which may take up to 100 ms more.
 	Wait time.Duration
 	// Held is the part of Wait that storm control's host gate added
 	// beyond the request's own backoff (see StormControl); zero for a

@@ -154,7 +154,7 @@ type Transport struct {
 	MaxElapsed time.Duration
 
 	// OnRetry, when set, is called once before each retry is sent, after
-	// its wait, with the time actually waited (see RetryEvent). It runs on
+	// its wait, with the time it waited (see RetryEvent.Wait). It runs on
 	// the goroutine that called RoundTrip and must be safe for concurrent
 	// use when the Transport is.
 	OnRetry func(RetryEvent)
