@@ -734,3 +734,20 @@ func TestRetryBeforeTheLifesLastStepDoesNotPutItOff(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAloneJustBeforeAStepDoesNotPutItOff: the arrangement of
+// TestRetryBeforeTheLifesLastStepDoesNotPutItOff at the seed a run of
+// 3,000 found. L, left alone once the other request gave up, sent a retry
+// at its own backoff's time 46 ms before its life's step but one; taken
+// for a second retry of the step before, its Retry-After put the last
+// step off by two seconds, and L ended 1.93 s after plain backoff.
+func TestRetryAloneJustBeforeAStepDoesNotPutItOff(t *testing.T) {
+	ms := time.Millisecond
+	f := flappingHost{pol: Policy{MaxRetries: 9, BaseDelay: 102 * ms, MaxDelay: 306 * ms, Jitter: JitterNone}, status: 503, ra: "2",
+		lPol: &Policy{MaxRetries: 11, BaseDelay: 74 * ms, MaxDelay: 370 * ms},
+		up:   4658 * ms, down2: 5014 * ms, lat: 4 * ms, lStart: 143 * ms, bg: []time.Duration{2731 * ms}, calls: 1, seed: 1402}
+	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
+	if on.code == 200 || off.code == 200 || on.end > off.end || len(on.sends) > len(off.sends) {
+		t.Errorf("L ended at %v after %d attempts, status %d; plain backoff at %v after %d, status %d", on.end, len(on.sends), on.code, off.end, len(off.sends), off.code)
+	}
+}

@@ -856,19 +856,40 @@ func TestRetryAfterWaitEndsAtTheLifesNextStep(t *testing.T) {
 	s := time.Second
 	for _, tc := range []struct {
 		name              string
-		now               time.Time
+		now, sent         time.Time
 		between           bool
 		wait, floor, want time.Duration
 	}{
-		{"the step first", at(0), false, 2 * s, s / 2, s},
-		{"the wait first", at(0), false, s * 8 / 10, s / 2, s * 8 / 10},
-		{"the step before the server's wait", at(0), false, 2 * s, s * 3 / 2, 2 * s},
-		{"no step left", at(3_000), false, 2 * s, s / 2, 2 * s},
-		{"off its steps", at(0), true, 2 * s, s / 2, 2 * s},
+		{"the step first", at(0), time.Time{}, false, 2 * s, s / 2, s},
+		{"the wait first", at(0), time.Time{}, false, s * 8 / 10, s / 2, s * 8 / 10},
+		{"the step before the server's wait", at(0), time.Time{}, false, 2 * s, s * 3 / 2, 2 * s},
+		{"no step left", at(3_000), time.Time{}, false, 2 * s, s / 2, 2 * s},
+		{"off its steps", at(0), time.Time{}, true, 2 * s, s / 2, 2 * s},
+		// Sent alone just before step 1, it stood for it: the next is step 2.
+		{"after the step it stood for", at(958), at(954), false, s * 12 / 10, s, 1042 * time.Millisecond},
 	} {
 		m := &member{between: tc.between, life: life{drawn: t0, own: ownSteps{count: 2, cum: []time.Duration{s, 2 * s}}}}
-		if got := m.toStepAfter(tc.now, tc.wait, tc.floor); got != tc.want {
+		if got := m.toStepAfter(tc.now, tc.sent, tc.wait, tc.floor); got != tc.want {
 			t.Errorf("%s: wait %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRetryStandsForItsNearestStep: a retry at its own backoff's time
+// stands for the step of its life nearest to when it went, so that a
+// Retry-After it brings back puts off only the steps after that one.
+func TestRetryStandsForItsNearestStep(t *testing.T) {
+	s := time.Second
+	m := &member{life: life{drawn: t0, own: ownSteps{count: 3, cum: []time.Duration{s, 2 * s, 3 * s}}}}
+	for _, tc := range []struct {
+		sent time.Time
+		want int
+	}{
+		{at(0), 1}, {at(1_000), 1}, {at(1_200), 1}, {at(1_954), 2}, {at(2_000), 2},
+		{at(2_600), 3}, {at(3_000), 3}, {at(3_500), 3},
+	} {
+		if got := m.stoodFor(tc.sent); got != tc.want {
+			t.Errorf("sent at %v: step %d, want %d", tc.sent.Sub(t0), got, tc.want)
 		}
 	}
 }

@@ -98,14 +98,15 @@ func (m *member) toNextStep(now time.Time, own time.Duration) time.Duration {
 }
 
 // toStepAfter returns wait, a Retry-After's wait drawn at now, cut to end
-// at m's life's next step when that step, no earlier than the
-// Retry-After's end, comes first: the life drew that step's spread above
-// the Retry-After ahead, and one drawn again would put the retry past it.
-func (m *member) toStepAfter(now time.Time, wait, floor time.Duration) time.Duration {
+// at m's life's next step (after the one its retry sent at sent stood
+// for) when that step, no earlier than the Retry-After's end, comes
+// first: the life drew that step's spread above the Retry-After ahead,
+// and one drawn again would put the retry past it.
+func (m *member) toStepAfter(now, sent time.Time, wait, floor time.Duration) time.Duration {
 	if m.between || m.drawn.IsZero() {
 		return wait
 	}
-	k := m.nextStep(now)
+	k := m.nextStep(m.afterStoodFor(now, sent))
 	if k > m.own.count {
 		return wait
 	}
@@ -132,8 +133,8 @@ func (m *member) waitsFor(now, sent, end time.Time, floor time.Duration) (over b
 	if !m.between && m.standsForLast(sent) {
 		return !end.Before(m.giveUp)
 	}
-	if !m.between {
-		m.putOff(now, now.Add(floor))
+	if !m.between { // only the steps after the one it stood for are put off
+		m.putOff(m.afterStoodFor(now, sent), now.Add(floor))
 		return false
 	}
 	if !m.drawn.IsZero() { // skipped, so that a later look does not take one for a step just come
@@ -151,6 +152,29 @@ func (m *member) standsForLast(sent time.Time) bool {
 	}
 	k := m.nextStep(sent)
 	return k <= m.own.count && !m.stepAt(k).Before(m.giveUp)
+}
+
+// stoodFor returns the step of m's drawn life that a retry sent at sent,
+// at its own backoff's time, stands for: the nearest. One sent alone a
+// little before a step is that step's retry, not a second one for the
+// step before; taken for the latter, its Retry-After put that step off,
+// and the life ended a step later than plain backoff.
+func (m *member) stoodFor(sent time.Time) int {
+	k := min(m.nextStep(sent), m.own.count)
+	if k > 1 && sent.Sub(m.stepAt(k-1)) < m.stepAt(k).Sub(sent) {
+		return k - 1
+	}
+	return k
+}
+
+// afterStoodFor returns now, or, when the retry m sent at sent, at its
+// own backoff's time, stood for a step still to come, that step's time:
+// the life's next step is the one after either.
+func (m *member) afterStoodFor(now, sent time.Time) time.Time {
+	if sent.IsZero() {
+		return now
+	}
+	return laterOf(now, m.stepAt(m.stoodFor(sent)))
 }
 
 // mayGoBetween reports whether at now m's retry may go between its

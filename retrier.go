@@ -75,7 +75,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		if !early && r.m.waitsFor(now, r.sent, now.Add(wait), floor) {
 			return 0, r.lifeOver()
 		}
-		wait = r.m.toStepAfter(now, wait, floor)
+		wait = r.m.toStepAfter(now, r.sent, wait, floor)
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
