@@ -893,3 +893,32 @@ func TestRetryStandsForItsNearestStep(t *testing.T) {
 		}
 	}
 }
+
+// TestRetrySentAtAStepStandsForThatStep: a retry the line sent at a step
+// stands for that step, however its life is re-timed after (a review's
+// hunt: a retry sent at step 3, judged by steps its first timed attempt
+// moved later, was taken for step 2, and its Retry-After put the life off
+// 330 ms past plain backoff's end); and it stands for the last only if
+// that step is the last (one sent at the step but one was taken for the
+// last, and its Retry-After's wait, 1.2 ms past the life's end, ended the
+// life before the retry plain backoff sent there and got its 200 with).
+func TestRetrySentAtAStepStandsForThatStep(t *testing.T) {
+	s := time.Second
+	m := &member{life: life{drawn: t0, own: ownSteps{count: 3, cum: []time.Duration{s, 2 * s, 3 * s}}, giveUp: at(3_000)}}
+	m.sentAt = 3
+	if got := m.stoodFor(at(1_900)); got != 3 {
+		t.Errorf("sent at step 3, judged at 1.9 s: step %d, want 3", got)
+	}
+	m.sentAt = 2
+	if m.standsForLast(at(2_600)) {
+		t.Error("sent at step 2 of 3, taken for the last")
+	}
+	m.sentAt = 3
+	if !m.standsForLast(at(2_600)) {
+		t.Error("sent at the last step, not taken for it")
+	}
+	m.sentAt = 0
+	if !m.standsForLast(at(2_600)) || m.stoodFor(at(1_900)) != 2 {
+		t.Error("sent at its own backoff's time: judged by time as before")
+	}
+}

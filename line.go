@@ -43,6 +43,7 @@ type life struct {
 	atHard   bool          // giveUp is set by the deadline or MaxElapsed, not its steps
 	earlyEnd bool          // its last retry went at a life timed before any of its attempts was
 	lastGone bool          // its last retry went at its life's end, timed: the life is over
+	sentAt   int           // the step at which the line sent its latest retry; 0 when it went otherwise
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
@@ -150,16 +151,38 @@ func (m *member) standsForLast(sent time.Time) bool {
 	if m.drawn.IsZero() || m.giveUp.IsZero() || sent.IsZero() || !sent.Before(m.giveUp) {
 		return false
 	}
+	if m.sentAt > 0 { // sent by the line at a step: the last only if that step is
+		return !m.stepAt(m.sentAt).Before(m.giveUp)
+	}
 	k := m.nextStep(sent)
 	return k <= m.own.count && !m.stepAt(k).Before(m.giveUp)
 }
 
-// stoodFor returns the step of m's drawn life that a retry sent at sent,
-// at its own backoff's time, stands for: the nearest. One sent alone a
-// little before a step is that step's retry, not a second one for the
-// step before; taken for the latter, its Retry-After put that step off,
-// and the life ended a step later than plain backoff.
+// sentStep returns the step at which the line sends m's retry at now: the
+// step just come, or the last when the life is over; 0 for a retry sent
+// between steps.
+func (m *member) sentStep(now time.Time) int {
+	switch {
+	case m.between:
+		return 0
+	case m.outlived(now):
+		return m.own.count
+	}
+	return max(m.step-1, 1)
+}
+
+// stoodFor returns the step of m's drawn life that its retry sent at sent
+// stands for: the step the line sent it at, or, for one sent at its own
+// backoff's time, the nearest. One sent alone a little before a step is
+// that step's retry, not a second one for the step before; taken for the
+// latter, its Retry-After put that step off, and the life ended a step
+// later than plain backoff. A step's send is not judged by time, as the
+// life is re-timed once its attempts are (a retry sent at step 3, judged
+// by steps moved later, was taken for step 2).
 func (m *member) stoodFor(sent time.Time) int {
+	if m.sentAt > 0 {
+		return m.sentAt
+	}
 	k := min(m.nextStep(sent), m.own.count)
 	if k > 1 && sent.Sub(m.stepAt(k-1)) < m.stepAt(k).Sub(sent) {
 		return k - 1
@@ -358,7 +381,7 @@ func (h *host) ask(m *member, last bool, now time.Time) (held bool) {
 	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
 	told := m.toldIn.Equal(h.since)              // an outage the host has since answered out of told it nothing of this one
 	if len(h.members) == 1 || singled || !down && !told {
-		m.askBudget = false // it goes at its own backoff's time, as plain backoff's would
+		m.askBudget, m.sentAt = false, 0 // it goes at its own backoff's time, as plain backoff's would
 		return false
 	}
 	m.waiting, m.askBudget = true, false
@@ -403,12 +426,13 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	answers := back && m.floor == 0 || stale
 	switch {
 	case m.released:
-		m.released, m.askBudget, m.fromLine, m.between = false, false, true, true
+		m.released, m.askBudget, m.fromLine, m.between, m.sentAt = false, false, true, true, 0
 		return true, time.Time{}
 	case answers, m.outlived(now), len(h.members) == 1 && h.mayGoBetween(m, now): // or alone now: no other request is failing with it (rule 1)
 		m.waiting, m.fromLine = false, len(h.members) > 1 // alone, it was not the line's
 		m.between = !answers && !m.outlived(now)
 		m.askBudget = false // at its step, released by answers, or alone (rule 1)
+		m.sentAt = m.sentStep(now)
 		h.nudgeFirst(now)
 		return true, time.Time{}
 	}
@@ -422,7 +446,7 @@ func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
 	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {
 		return false, earlierOf(next, wake) // a failure that recent told what a probe would
 	}
-	m.waiting, m.askBudget, m.fromLine, m.between = false, h.asksBudget(down), true, true
+	m.waiting, m.askBudget, m.fromLine, m.between, m.sentAt = false, h.asksBudget(down), true, true, 0
 	h.probing = m
 	return true, time.Time{}
 }
