@@ -47,8 +47,8 @@ const DefaultReleaseShare = 0.25
 // requests retrying have state: a request to any other host pays one
 // atomic load.
 // One exception to "no later": when only some failures carry a
-// Retry-After, a held request's steps, drawn ahead, are a guess at its own
-// backoff's.
+// Retry-After, or they name waits of different lengths, a held request's
+// steps, drawn ahead, are a guess at its own backoff's.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
