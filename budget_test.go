@@ -256,7 +256,7 @@ func TestBudgetNeverGoesBelowEmpty(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // virtual: synctest's clock, 10 s of quiet
 		assert.GreaterOrEqual(t, lowest, 0.0, "the bucket went below empty")
 		assert.InDelta(t, DefaultBudgetBurst, budget.available(time.Now()), 0.01, "the bucket full again after 10 s of quiet")
 	})
