@@ -118,14 +118,17 @@ func (m *member) toStepAfter(now, sent time.Time, wait, floor time.Duration) tim
 }
 
 // waitsFor records that m's request, whose retry went at sent, will wait
-// until end for a Retry-After asking floor. After a retry sent at a step
-// of its life, or at its own backoff's time, the Retry-After puts off the
-// life's steps as it puts off plain backoff's, by floor: the life drew
-// its own spread above it; but one sent at its own backoff's time after
-// the life's last step but one stood for the last, and puts off nothing.
-// After one the line let go between steps, or one that followed
-// it at its own backoff's time, which plain backoff never sent, the steps
-// stay, and those before end are skipped; over reports that end is past
+// until end for a Retry-After asking floor. The life's steps after the
+// retry then wait at least floor, whatever Retry-After they were drawn
+// with, as plain backoff's waits follow the latest it was told. After a
+// retry sent at a step of its life, or at its own backoff's time, the
+// Retry-After also puts off the life's steps as it puts off plain
+// backoff's, by floor: the life drew its own spread above it; but one
+// sent at its own backoff's time after the life's last step but one
+// stood for the last, and changes nothing. After one the line let go
+// between steps, or one that followed it at its own backoff's time,
+// which plain backoff never sent, nothing is put off, and the steps
+// before end are skipped; over reports that end is past
 // the life's end, where plain backoff has sent its last retry, unless this
 // Retry-After is the first its host said since the life was drawn: then
 // plain backoff's retries would be put off too (the exception of mixed
@@ -134,10 +137,13 @@ func (m *member) waitsFor(now, sent, end time.Time, floor time.Duration) (over b
 	if !m.between && m.standsForLast(sent) {
 		return !end.Before(m.giveUp)
 	}
-	if !m.between { // only the steps after the one it stood for are put off
-		m.putOff(m.afterStoodFor(now, sent), now.Add(floor))
+	if !m.between { // only the steps after the one it stood for change
+		after := m.afterStoodFor(now, sent)
+		m.refloorFrom(m.nextStep(after), floor)
+		m.putOff(after, now.Add(floor))
 		return false
 	}
+	m.refloorFrom(m.nextStep(now), floor)
 	if !m.drawn.IsZero() { // skipped, so that a later look does not take one for a step just come
 		m.step += sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return !m.stepAt(m.step + i).Before(end) })
 	}
@@ -241,6 +247,22 @@ func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, o
 	}
 	k := m.nextStep(now)
 	return earlierOf(m.stepAt(k), m.giveUp).Sub(now), false
+}
+
+// refloorFrom waits the steps of m's life, if it has one, from step k on
+// at least floor, the Retry-After its request was told last (a hunt whose
+// server changed its Retry-After among 1, 2 and 3 s every 0.7 s: 346 of
+// 8,200 runs ended later than plain backoff, 959 s in all, when the steps
+// kept the one they were drawn with; 326, 573 s, re-timed).
+func (m *member) refloorFrom(k int, floor time.Duration) {
+	if m.drawn.IsZero() {
+		return
+	}
+	m.own.refloor(k, floor)
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	m.floor = floor
+	m.h.live(m)
 }
 
 // putOff moves m's life, if it has one, so that its next step after now

@@ -174,10 +174,30 @@ func times(n int, d time.Duration) time.Duration {
 // its retries: their number, and the waits before them, summed up to each
 // of the first drawnSteps (cum) and at their mean for each later one (tail).
 type ownSteps struct {
-	count int
-	cum   []time.Duration
-	tail  time.Duration
-	cut   bool // they end where a wait would end past within, not at the last retry
+	count  int
+	cum    []time.Duration
+	own    []time.Duration // each drawn step's own backoff, before a Retry-After
+	spread []float64       // the random value spreading each above a Retry-After; nil when drawn without one
+	tail   time.Duration
+	cut    bool // they end where a wait would end past within, not at the last retry
+}
+
+// refloor waits the drawn steps from step k on at least floor, spread as
+// they were drawn (at none when they were drawn without a Retry-After),
+// in place of the Retry-After they were drawn with: plain backoff waits
+// the Retry-After its latest attempt was told, whatever the first said.
+// Steps past drawnSteps keep theirs.
+func (s *ownSteps) refloor(k int, floor time.Duration) {
+	for i := max(k-1, 0); i < len(s.cum); i++ {
+		u, prev := 0.0, time.Duration(0)
+		if s.spread != nil {
+			u = s.spread[i]
+		}
+		if i > 0 {
+			prev = s.cum[i-1]
+		}
+		s.cum[i] = addSaturating(prev, max(s.own[i], spreadUp(floor, u)))
+	}
 }
 
 // at returns when retry k of the steps (1 to count) would go, counted from
@@ -203,7 +223,7 @@ func addSaturating(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// drawnSteps is how many steps of a held request's life are drawn, 8 KiB
+// drawnSteps is how many steps of a held request's life are drawn, 24 KiB
 // at most; later ones wait their mean. At 64, lives of 80-200 steps put
 // their tail at the mean where plain backoff drew below it, and 448 of
 // 2,000 ended later than plain backoff, up to 6.28 s (a hunt's seeds).
@@ -231,16 +251,19 @@ func (p Policy) rest(n int, prev, floor time.Duration, u func() float64, within,
 			s.count += int(min(fit, steps))
 			return s
 		}
-		d := p.Delay(k, prev, u())
+		own := p.Delay(k, prev, u())
+		d := own
 		if floor > 0 { // as the request waits a Retry-After: spread above it
-			d = max(d, spreadUp(floor, u()))
+			v := u()
+			d = max(d, spreadUp(floor, v))
+			s.spread = append(s.spread, v)
 		}
 		if d >= left-took || d+took < d {
 			s.cut = true
 			return s
 		}
 		sum, prev, s.count = sum+d, d, s.count+1
-		s.cum = append(s.cum, sum)
+		s.cum, s.own = append(s.cum, sum), append(s.own, own)
 	}
 	return s
 }

@@ -166,6 +166,30 @@ func TestPolicyRest(t *testing.T) {
 	}
 }
 
+// TestOwnStepsRefloor: steps drawn above a Retry-After of 3 s wait at
+// least the one told later from the step named on, and those before keep
+// theirs; drawn without one, they are floored at the Retry-After itself.
+func TestOwnStepsRefloor(t *testing.T) {
+	half := func() float64 { return 0.5 }
+	p := Policy{MaxRetries: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
+	s := p.rest(1, 0, 3*time.Second, half, maxDuration, 0)
+	if got := s.at(3, 0); got != 3*3150*time.Millisecond { // each 3 s spread up by half of 10%
+		t.Fatalf("steps above 3 s: %v, want 9.45s", got)
+	}
+	s.refloor(2, time.Second)
+	if got := []time.Duration{s.at(1, 0), s.at(2, 0), s.at(3, 0)}; got[0] != 3150*time.Millisecond || got[1] != 4200*time.Millisecond || got[2] != 5250*time.Millisecond {
+		t.Errorf("steps re-timed above 1 s from step 2: %v, want [3.15s 4.2s 5.25s]", got)
+	}
+	s.refloor(1, 0)
+	if got := s.at(3, 0); got != 700*time.Millisecond { // its own backoff alone: 100+200+400 ms
+		t.Errorf("steps re-timed with no floor: %v, want 700ms", got)
+	}
+	bare := p.rest(1, 0, 0, half, maxDuration, 0)
+	if bare.refloor(1, 2*time.Second); bare.at(3, 0) != 6*time.Second {
+		t.Errorf("steps drawn without a Retry-After, floored at 2 s: %v, want 6s", bare.at(3, 0))
+	}
+}
+
 func TestTimesSaturates(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
