@@ -28,7 +28,9 @@ type retrier struct {
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
 	st := t.storm()
-	st.counts()
+	if st.owner == t { // a copy's requests tell the original's storm control nothing (see storm)
+		st.counts()
+	}
 	if t.MaxElapsed > 0 || st.timing() {
 		now := time.Now()
 		return retrier{t: t, req: req, st: st, start: now, sent: now}
@@ -194,7 +196,9 @@ func (r *retrier) sending(n int) {
 func (r *retrier) answered(n int, err error) {
 	if err == nil {
 		r.ok = true
-		r.st.answered(r.req.URL.Host, r.m, n == 1, r.sent)
+		if r.m != nil || r.st.owner == r.t { // see newRetrier
+			r.st.answered(r.req.URL.Host, r.m, n == 1, r.sent)
+		}
 	}
 }
 

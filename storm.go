@@ -109,7 +109,10 @@ type stormState struct {
 
 // storm returns the Transport's storm control, building it once. A copy
 // of a Transport in use gets the original's here: its own comes at its
-// first failure (see ownStorm), so that the success path pays one load.
+// first failure (see ownStorm), so that the success path pays one load;
+// until then its requests, sent and answered, are not counted in the
+// original's (a copy whose Base reached a healthy server made the
+// original's gate take a host down for one answering).
 func (t *Transport) storm() *stormState {
 	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
 		return (*stormState)(p)

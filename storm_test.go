@@ -926,6 +926,50 @@ func TestCopyOfATransportInUseHasItsOwnStormControl(t *testing.T) {
 	}
 }
 
+// TestCopysAnswersDoNotReachTheOriginalsGate: a copy of a Transport in
+// use shares the original's storm control until its own first failure.
+// Its answers, from a Base of its own that reached a healthy server,
+// counted as the host answering the original, and the original's gate let
+// its requests go at their own backoff to a host that was down (a
+// review's find). Now the original's line stays held, and its budget
+// counts none of the copy's requests.
+func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := &Transport{Policy: Policy{MaxRetries: 3, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: JitterNone},
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if resp, err := down.RoundTrip(httptest.NewRequest("GET", "http://h/", nil)); err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		synctest.Wait() // both have failed once, and wait
+		h, budget := down.ownStorm().hosts.m["h"], down.ownStorm().budget
+		budget.take(time.Now()) // short of a token: requests sent earn tokens, and are counted
+		healthy := *down
+		healthy.Base = roundTripFunc(func(*http.Request) (*http.Response, error) { return response(200, "ok"), nil })
+		for range 20 {
+			resp, err := healthy.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		h.mu.Lock()
+		streak, back := h.streak, !h.backAt.IsZero()
+		h.mu.Unlock()
+		if streak != 0 || back {
+			t.Errorf("the original's host took the copy's 20 answers as its own: streak %d, back %v", streak, back)
+		}
+		if n := budget.requests.Load(); n != 0 {
+			t.Errorf("the original's budget counted %d of the copy's requests", n)
+		}
+		wg.Wait()
+	})
+}
+
 // okBase answers every request with one canned 200, allocating nothing.
 type okBase struct{ resp http.Response }
 
