@@ -135,6 +135,10 @@ func (s lAmong) endsNoLaterOn(t *testing.T) {
 // goroutineRandom gives each goroutine a random stream of its own, seeded
 // by the order in which goroutines first draw, so that L's waits use the
 // same values on and off however the others' draws interleave with its.
+// Goroutines whose first draws fall at the same instant may take them in
+// a different order on and off, and swap streams: the tests that use it
+// start theirs at distinct times (a review's burst of 200 did not, and
+// found lateness that a stream fixed to L's goroutine did not show).
 func goroutineRandom(seed uint64) func() float64 {
 	var mu sync.Mutex
 	streams := map[uint64]*rand.Rand{}
