@@ -19,36 +19,35 @@ const DefaultReleaseShare = 0.25
 // worse, and stays out of the way of a request that is alone on its host.
 // Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The model, per host: a retry that has waited its own backoff is held
-// only while another request to the host is retrying and the host is
-// proven down (it answered none of its last 16 attempts, over at least
-// twice the time a failed attempt takes), or while a Retry-After told it
-// to wait during the outage under way; one that waited a Retry-After of its own,
-// which the other requests' latest failure does not say, is not held. A
-// held request keeps the steps of its own backoff, a Retry-After putting
-// them off as it puts off that backoff: at each it goes if the host may be
-// back (it answers again, or no failure is newer than the request's own
-// news of it), and at its last it goes whatever the host's state, so that
-// it ends no later, and after no more attempts, than without storm
-// control; one whose Retry-After, told again, would outlast its life
-// keeps to its last step, alone or not. Between steps, the held retries
-// are let go oldest first by the host's answers, each earning
-// ReleaseShare of a release, a share grown by answers and halved by
-// failures as TCP's window; while no fresh requests reach the host, the
-// oldest held retry that may go between its steps probes it at its own
-// backoff's pace, counted from the host's latest failure; a retry that
-// went between steps waits no later than its life's next step, and none
-// goes that would still be out at the life's last. No hold outlasts the
-// deadline or MaxElapsed: one that reaches them returns the last outcome
-// (see Error for a body that could not be kept) with StopHostGate, or,
-// when they cut its life short, the reason its own backoff would give.
-// The budget bounds, across hosts, the line's probes into hosts proven
-// down, retries plain backoff never sends (see Budget). Only hosts with
-// requests retrying have state: a request to any other host pays one
-// atomic load.
-// One exception to "no later": when only some failures carry a
-// Retry-After, or they name waits of different lengths, a held request's
-// steps, drawn ahead, are a guess at its own backoff's.
+// The model, per host: a retry that has waited its own backoff is held only
+// while another request to the host is retrying and the host is proven down
+// (it answered none of its last 16 attempts, over at least twice the time a
+// failed attempt takes), or while a Retry-After told it to wait during the
+// outage under way; one that waited a Retry-After of its own, which the
+// other requests' latest failure does not say, is not held. A held request
+// keeps the steps of its own backoff, a Retry-After told to it spacing them
+// and putting them off as it does that backoff: at each it goes if the host
+// may be back (it answers again, or no failure is newer than the request's
+// own news of it), and at its last it goes whatever the host's state, so
+// that it ends no later, and after no more attempts, than without storm
+// control; one whose Retry-After, told again, would outlast its life keeps
+// to its last step, alone or not. Between steps, the held retries are let
+// go oldest first by the host's answers, each earning ReleaseShare of a
+// release, a share grown by answers and halved by failures as TCP's window;
+// while no fresh requests reach the host, the oldest held retry that may go
+// between its steps probes it at its own backoff's pace, counted from the
+// host's latest failure; a retry that went between steps waits no later
+// than its life's next step, and none goes that would still be out at the
+// life's last. No hold outlasts the deadline or MaxElapsed: one that
+// reaches them returns the last outcome (see Error for a body that could
+// not be kept) with StopHostGate, or, when they cut its life short, the
+// reason its own backoff would give. The budget bounds, across hosts, the
+// line's probes into hosts proven down, retries plain backoff never sends
+// (see Budget). Only hosts with requests retrying have state: a request to
+// any other host pays one atomic load. One exception to "no later": when
+// only some failures carry a Retry-After, or they name waits of different
+// lengths, a held request's steps, drawn ahead, are a guess at its own
+// backoff's.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
