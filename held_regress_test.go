@@ -504,7 +504,7 @@ type flappingHost struct {
 	pol           Policy
 	status        int
 	ra            string
-	raLater       string // when set, the Retry-After said from raFrom on
+	raLater       string // the Retry-After said from raFrom on, when raFrom is set ("": none)
 	raFrom        time.Duration
 	up, down2     time.Duration
 	lat           time.Duration
@@ -531,7 +531,7 @@ func (f flappingHost) run(t *testing.T, c StormControl) (l lRun) {
 					return response(200, "ok"), nil
 				}
 				ra := f.ra
-				if f.raLater != "" && at >= f.raFrom {
+				if f.raFrom > 0 && at >= f.raFrom {
 					ra = f.raLater
 				}
 				return outcome{code: cmp.Or(f.status, 429), retryAfter: ra}.answer()
@@ -763,13 +763,14 @@ func TestRetryAloneJustBeforeAStepDoesNotPutItOff(t *testing.T) {
 }
 
 // TestShorterRetryAfterToldLaterRetimesTheLife: the host, down
-// throughout, says Retry-After: 3 until 2 s and Retry-After: 1 after. L
+// throughout, says Retry-After: 3 until 2 s, and then Retry-After: 1. L
 // was held at its second retry, and its life drew every step at least 3 s
 // apart; the Retry-After: 1 it was told later put nothing earlier, and L
 // ended seconds after plain backoff, which waits 1 s from then on (a
 // hunt's server whose Retry-After changes over time: 346 of 8,200 runs
-// late, 959 s in all; 326, 573 s, after). A Retry-After told to a held request now re-times
-// the life's steps after it, as plain backoff's waits follow it.
+// late, 959 s in all; 326, 573 s, after). A Retry-After told to a held
+// request now re-times the life's steps after it, as plain backoff's
+// waits follow it.
 func TestShorterRetryAfterToldLaterRetimesTheLife(t *testing.T) {
 	ms := time.Millisecond
 	for seed := range uint64(propertySeeds(100)) {
@@ -779,5 +780,26 @@ func TestShorterRetryAfterToldLaterRetimesTheLife(t *testing.T) {
 		if on.end > off.end || len(on.sends) > len(off.sends) {
 			t.Fatalf("seed %d: L ended at %v after %d attempts %v; plain backoff at %v after %d %v", seed+1, on.end, len(on.sends), on.sends, off.end, len(off.sends), off.sends)
 		}
+	}
+}
+
+// TestNoRetryAfterToldLaterRetimesTheLife: the host, down throughout,
+// says Retry-After: 1 until 1.5 s and nothing after. L was held with a
+// life drawn above the 1 s, and a failure without one, whose plain
+// backoff then waits only its own, left the steps there: L ended 3.97 s
+// after it began, plain backoff 2.88 s. A failure without a Retry-After
+// now re-times the life's later steps to the request's own backoff. Of
+// 300 seeds of this arrangement, 154 ended later than plain backoff
+// before, 66 now: in those the host stopped saying Retry-After while L
+// was held, which L is not told (a hunt whose server mixes Retry-Afters
+// with none over time: 261 of 7,187 runs late, 278 s in all; 219, 173 s
+// after).
+func TestNoRetryAfterToldLaterRetimesTheLife(t *testing.T) {
+	ms := time.Millisecond
+	f := flappingHost{pol: Policy{MaxRetries: 6, BaseDelay: 100 * ms, MaxDelay: 400 * ms}, status: 503, ra: "1", raFrom: 1500 * ms,
+		up: time.Hour, lat: 5 * ms, lStart: 300 * ms, bg: []time.Duration{0}, calls: 2, gap: 150 * ms, seed: 2}
+	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
+	if on.end > off.end || len(on.sends) > len(off.sends) {
+		t.Errorf("L ended at %v after %d attempts %v; plain backoff at %v after %d %v", on.end, len(on.sends), on.sends, off.end, len(off.sends), off.sends)
 	}
 }

@@ -78,6 +78,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 			return 0, r.lifeOver()
 		}
 		wait = r.m.toStepAfter(now, r.sent, wait, floor)
+	} else {
+		r.m.retime(now, r.sent, 0) // plain backoff's next waits are its own again
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop

@@ -342,8 +342,8 @@ func (st *stormState) budgetLets(m *member, now time.Time) bool {
 
 // drawLife draws, at m's first hold, the life m's own backoff gives it;
 // its steps wait at least the latest Retry-After only while the host still
-// says it (rule 5), and a Retry-After told later puts them off (see
-// member.putOff).
+// says it (rule 5), and what its request is told later, a Retry-After
+// or none, re-times them (see member.retime and member.putOff).
 func (st *stormState) drawLife(m *member, lim holdLimits) {
 	m.h.mu.Lock()
 	// Timed by its own attempts only (see member.took); they take time too,
