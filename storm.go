@@ -25,8 +25,8 @@ const DefaultReleaseShare = 0.25
 // failed attempt takes), or while a Retry-After told it to wait during the
 // outage under way; one that waited a Retry-After of its own, which the
 // other requests' latest failure does not say, is not held. A held request
-// keeps the steps of its own backoff, a Retry-After told to it spacing them
-// and putting them off as it does that backoff: at each it goes if the host
+// keeps the steps of its own backoff, spaced and put off as that backoff is
+// by what it is told (a Retry-After, or none): at each it goes if the host
 // may be back (it answers again, or no failure is newer than the request's
 // own news of it), and at its last it goes whatever the host's state, so
 // that it ends no later, and after no more attempts, than without storm
