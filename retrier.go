@@ -27,9 +27,13 @@ type retrier struct {
 }
 
 func (t *Transport) newRetrier(req *http.Request) retrier {
+	// A copy's requests tell the original's storm control nothing (see
+	// storm), but count in a Budget the copy shares with it.
 	st := t.storm()
-	if st.owner == t { // a copy's requests tell the original's storm control nothing (see storm)
+	if st.owner == t {
 		st.counts()
+	} else if b := t.Storm.Budget; b != nil && !t.Storm.NoBudget {
+		b.countRequest()
 	}
 	if t.MaxElapsed > 0 || st.timing() {
 		now := time.Now()

@@ -111,7 +111,8 @@ type stormState struct {
 // first failure (see ownStorm), so that the success path pays one load;
 // until then its requests, sent and answered, are not counted in the
 // original's (a copy whose Base reached a healthy server made the
-// original's gate take a host down for one answering).
+// original's gate take a host down for one answering), only in the Budget
+// its Storm names, if any.
 func (t *Transport) storm() *stormState {
 	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
 		return (*stormState)(p)

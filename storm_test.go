@@ -970,6 +970,34 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 	})
 }
 
+// TestCopySharingABudgetCountsInIt: a copy of a Transport in use, both
+// naming one Budget, counts its requests in that Budget before its first
+// failure, as a fresh Transport sharing it does (a review's find: after
+// the copy stopped counting in the original's storm control, it counted
+// in none).
+func TestCopySharingABudgetCountsInIt(t *testing.T) {
+	b := &Budget{}
+	ok := roundTripFunc(func(*http.Request) (*http.Response, error) { return response(200, "ok"), nil })
+	call := func(tr *Transport) {
+		t.Helper()
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	orig := &Transport{Storm: StormControl{Budget: b}, Base: ok}
+	call(orig)
+	b.take(time.Now()) // short of a token: requests sent earn tokens, and are counted
+	before, cp := b.requests.Load(), *orig
+	for range 20 {
+		call(&cp)
+	}
+	if n := b.requests.Load() - before; n != 20 {
+		t.Errorf("the shared Budget counted %d of the copy's 20 requests", n)
+	}
+}
+
 // okBase answers every request with one canned 200, allocating nothing.
 type okBase struct{ resp http.Response }
 

@@ -95,7 +95,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     A copy, even of a Transport used before, is a Transport of its own:
 //     its storm control is built from its own Storm, at the latest by its
 //     first failed attempt, and before that its requests count in no
-//     other's (set Storm.Budget to share a budget). Copy it
+//     other's, only in the Budget its Storm names (set Storm.Budget to
+//     share a budget). Copy it
 //     while none of its requests is running: its first request, and a
 //     copy's first failed attempt, set the pointer to that state, and a
 //     copy made at that moment races with them (the race detector says
