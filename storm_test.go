@@ -897,24 +897,27 @@ func TestNoStateKeptForHostsThatFailedOnce(t *testing.T) {
 	})
 }
 
+// roundTripH sends one GET to http://h/ through tr and closes the
+// response, failing the test on an error.
+func roundTripH(t *testing.T, tr *Transport) {
+	t.Helper()
+	resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
 // TestCopyOfATransportInUseHasItsOwnStormControl: a Transport copied
 // after its first request, its Storm set to off, shared the original's
 // budget and lines: its Storm was ignored. Now a copy builds its own on
 // its first request, and the original keeps its own.
 func TestCopyOfATransportInUseHasItsOwnStormControl(t *testing.T) {
 	tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: time.Millisecond}, Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
-	call := func(tr *Transport) {
-		t.Helper()
-		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	call(tr)
+	roundTripH(t, tr)
 	off := *tr
 	off.Storm = stormOff
-	call(&off)
+	roundTripH(t, &off)
 	if st := off.StormState(); st.BudgetTokens != 0 {
 		t.Errorf("the copy with storm control off has a budget of %v tokens: it kept the original's", st.BudgetTokens)
 	}
@@ -978,20 +981,12 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 func TestCopySharingABudgetCountsInIt(t *testing.T) {
 	b := &Budget{}
 	ok := roundTripFunc(func(*http.Request) (*http.Response, error) { return response(200, "ok"), nil })
-	call := func(tr *Transport) {
-		t.Helper()
-		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
 	orig := &Transport{Storm: StormControl{Budget: b}, Base: ok}
-	call(orig)
+	roundTripH(t, orig)
 	b.take(time.Now()) // short of a token: requests sent earn tokens, and are counted
 	before, cp := b.requests.Load(), *orig
 	for range 20 {
-		call(&cp)
+		roundTripH(t, &cp)
 	}
 	if n := b.requests.Load() - before; n != 20 {
 		t.Errorf("the shared Budget counted %d of the copy's 20 requests", n)
