@@ -120,7 +120,8 @@ func (m *member) toStepAfter(now, sent time.Time, wait, floor time.Duration) tim
 // waitsFor records that m's request, whose retry went at sent, will wait
 // until end for a Retry-After asking floor. The life's steps after the
 // retry then wait at least floor, whatever Retry-After they were drawn
-// with, as plain backoff's waits follow the latest it was told. After a
+// with, as plain backoff's waits follow the latest it was told (unless a
+// deadline or MaxElapsed bounds the life: see retime). After a
 // retry sent at a step of its life, or at its own backoff's time, the
 // Retry-After also puts off the life's steps as it puts off plain
 // backoff's, by floor: the life drew its own spread above it; but one
