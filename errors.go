@@ -50,9 +50,8 @@ const (
 	// deadline is also the reason when it passed before anything could be
 	// returned: before the first attempt, while the body was read, or
 	// during the first attempt (an *Error wrapping the deadline's error).
-	// A held request whose life the deadline cut short stops with it too,
-	// as its own backoff would; one whose hold the deadline itself ends
-	// stops with StopHostGate.
+	// A held request stops with it too where its own backoff would; one
+	// whose hold the deadline itself ends stops with StopHostGate.
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
@@ -72,10 +71,11 @@ const (
 	// Transport.Storm) had no retry left.
 	StopBudget
 	// StopHostGate: storm control held the request's retries (see
-	// StormControl) until the limit of its hold: the deadline, MaxElapsed,
-	// or the end of the life its own backoff gave it, its last retry sent
-	// then failing too. A life that the deadline or MaxElapsed cut short
-	// ends with StopDeadline or StopMaxElapsed, as its own backoff would.
+	// StormControl) until the limit of its hold: the deadline came while
+	// it was held, or its own backoff's steps ran out, some of them
+	// skipped, its last retry sent then failing too. A held request that
+	// the deadline or MaxElapsed stops where its own backoff would ends
+	// with StopDeadline or StopMaxElapsed.
 	StopHostGate
 	// StopBodyTooLarge: the request body had no GetBody and was not
 	// buffered (it was longer than MaxBufferedBody, or MaxBufferedBody is

@@ -833,3 +833,100 @@ func TestRetimedLifeKeepsToItsDeadline(t *testing.T) {
 		t.Errorf("longer Retry-After between steps: L ended at %v, status %d, after %v; plain backoff 200 at %v", on.end, on.code, on.sends, off.end)
 	}
 }
+
+// TestHeldRequestSendsTheRetryMaxElapsedLetsPlainBackoffSend: MaxElapsed
+// bounds waits, not attempts, so plain backoff sends a retry whose wait
+// ends before MaxElapsed even when its attempt ends after it. A held
+// request's life, drawn ahead, was fitted to MaxElapsed as to a deadline,
+// its last step the last whose attempt ended before it: L never sent
+// that retry and failed where plain backoff got its 200 (a review's
+// sweep: 260 of 260 arrangements). Its steps now stop where plain
+// backoff's waits do. The sweep: attempts of 20-200 ms, MaxElapsed
+// between plain backoff's last send and that attempt's end, one to five
+// other requests.
+func TestHeldRequestSendsTheRetryMaxElapsedLetsPlainBackoffSend(t *testing.T) {
+	ms := time.Millisecond
+	pol := Policy{MaxRetries: 3, BaseDelay: 300 * ms, MaxDelay: time.Second, Jitter: JitterNone}
+	const lStart = 100 * time.Millisecond
+	rescued, lost := 0, 0
+	for _, lat := range []time.Duration{20 * ms, 100 * ms, 200 * ms} {
+		last := 3*lat + 1900*ms // plain backoff's last send: three attempts and waits of 0.3, 0.6 and 1 s
+		for limit := last + 5*ms; limit < last+lat; limit += 20 * ms {
+			for others := 1; others <= 5; others += 2 {
+				up := last - 50*ms + lStart
+				on := runMaxElapsed(t, StormControl{}, pol, limit, lat, up, lStart, others)
+				off := runMaxElapsed(t, stormOff, pol, limit, lat, up, lStart, others)
+				if off == 200 {
+					rescued++
+					if on != 200 {
+						lost++
+					}
+				}
+			}
+		}
+	}
+	if rescued == 0 || lost > 0 {
+		t.Errorf("plain backoff rescued L in %d arrangements; storm control lost %d of them", rescued, lost)
+	}
+}
+
+// runMaxElapsed runs L, started at lStart, beside others requests started
+// 10 ms apart from 0, on a host whose attempts take lat and that answers
+// 200 from up on; it returns L's status.
+func runMaxElapsed(t *testing.T, c StormControl, pol Policy, maxElapsed, lat, up, lStart time.Duration, others int) (status int) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		tr := &Transport{Policy: pol, MaxElapsed: maxElapsed, Storm: c,
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(lat) // virtual: synctest's clock
+				if time.Since(start) >= up {
+					return response(200, "ok"), nil
+				}
+				return response(503, "down"), nil
+			})}
+		var wg sync.WaitGroup
+		for i := range others {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 10 * time.Millisecond) // virtual: synctest's clock
+				if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil)); err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		time.Sleep(lStart) // virtual: synctest's clock
+		if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil)); err == nil {
+			status = resp.StatusCode
+			resp.Body.Close()
+		}
+		wg.Wait()
+	})
+	return status
+}
+
+// TestRetryBackLateFromBetweenStepsLeavesTheLastStep: L (MaxRetries 4,
+// 263 ms steps capped at 313 ms, 46 ms attempts) and another goroutine's
+// three calls fail on a host down until 1.897 s. Plain backoff sends L's
+// retries at 309, 668, 1,027 and 1,386 ms, and the last gets the 200. L,
+// let go between steps at 982 ms, was back 1 ms after its step at 1,027
+// ms, which then went late, at 1,341 ms, still out at the last step: L
+// ended with a 503, its last retry unsent (a review's find). A step now
+// comes when it was to, and a step gone late puts off none after it.
+func TestRetryBackLateFromBetweenStepsLeavesTheLastStep(t *testing.T) {
+	ms := time.Millisecond
+	flappingHost{status: 503, pol: Policy{MaxRetries: 4, BaseDelay: 263 * ms, MaxDelay: 313 * ms, Jitter: JitterNone},
+		up: 1897 * ms, lat: 46 * ms, lStart: 513 * ms, bg: []time.Duration{981 * ms}, calls: 3, gap: 429 * ms}.rescuedAsOff(t)
+}
+
+// TestHeldRequestsLastRetryFollowsItsOwnDraws: L, MaxRetries 2 with
+// decorrelated jitter and a random stream of its own, beside one other
+// request on a host down until 2.641 s. Plain backoff sends L's retries
+// at 613 ms and 2.084 s, and the second gets the 200. A life drawn at the
+// first hold spent the random values plain backoff waits with, and L's
+// last retry, drawn afresh, went at 1.521 s, into the outage (a review's
+// find). A held request now draws each step when the one before it comes,
+// in plain backoff's order.
+func TestHeldRequestsLastRetryFollowsItsOwnDraws(t *testing.T) {
+	ms := time.Millisecond
+	flappingHost{status: 503, pol: Policy{MaxRetries: 2, BaseDelay: 232 * ms, MaxDelay: 1471 * ms, Jitter: JitterDecorrelated},
+		up: 2641 * ms, down2: 3316 * ms, lStart: 863 * ms, bg: []time.Duration{243 * ms}, calls: 1, gap: 435 * ms, seed: 2464}.rescuedAsOff(t)
+}

@@ -90,7 +90,6 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.took.note(took)
 		m.took.note(took)
 	}
-	h.live(m)
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
 	if h.lastFailed != m {
@@ -99,7 +98,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.saysWait && !f.saysWait { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
-	m.fromLine, m.saysWait, h.saysWait, h.lastFailed = false, f.saysWait, f.saysWait, m
+	m.fromLine, m.saysWait, h.saysWait, h.lastFailed, m.floor = false, f.saysWait, f.saysWait, m, f.floor
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}
@@ -270,7 +269,7 @@ func (s *hostSet) leave(m *member) {
 		delete(s.m, h.name)
 		s.active.Add(-1)
 	case 1:
-		h.members[0].nudge() // alone now: a held retry goes, but see host.mayGoBetween (poll)
+		h.members[0].nudge() // alone now: a held retry goes (see poll)
 	}
 	h.heard(m, time.Now(), false)
 }

@@ -1,17 +1,12 @@
 package httpretry
 
-import (
-	"sort"
-	"time"
-)
+import "time"
 
 // The line: a host's held requests, oldest first, and the rules by which
 // each goes (docs/storm-control.md rules 2 to 5).
 
-// member is one retrying request of a host. Its life is written only by its
-// request's goroutine, as are policy, askBudget, between and downNews;
-// the rest is shared under h.mu, and so are the life's floor and giveUp,
-// which the line reads (see host.mayGoBetween).
+// member is one retrying request of a host. policy and askBudget are
+// written only by its request's goroutine; the rest is shared under h.mu.
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
@@ -20,287 +15,30 @@ type member struct {
 	paid              bool          // its next retry's token was taken when the budget was asked
 	saysWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
-	last              bool          // its retry held now is its last: never a probe
+	place                           // where it waits in line
 	askBudget         bool          // its retry goes between its steps into a host proven down: the budget is asked
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
-	between           bool          // a retry of it went between its life's steps, as plain backoff never sends one, and none since at a step
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
-	took              attemptTime   // its own failed attempts' time, which alone times its life (zero until measured: see earlyEnd)
-	drains            attemptTime   // how long their responses took to drain: its life is fitted to the deadline by them too
-	life                            // drawn at its first hold; the zero life is none
+	downStep          time.Time     // the latest of its steps that found the host down
+	floor             time.Duration // the Retry-After its latest failure was told; zero when none
+	took              attemptTime   // its own failed attempts' time: a skipped step stands for one
+	drains            attemptTime   // how long their responses took to drain
+	ownSteps                        // its place in its own backoff
 }
 
-// life is what a held request's own backoff gives it (docs/storm-control.md rule 5).
-type life struct {
-	drawn    time.Time     // when it was drawn
-	own      ownSteps      // the steps its own backoff takes from drawn
-	step     int           // the next of them to come
-	downStep time.Time     // the latest that found the host down
-	floor    time.Duration // the Retry-After wait it was drawn with
-	hard     time.Time     // the deadline or MaxElapsed; zero when neither
-	giveUp   time.Time     // when its own backoff sends its last retry
-	atHard   bool          // giveUp is set by the deadline or MaxElapsed, not its steps
-	earlyEnd bool          // its last retry went at a life timed before any of its attempts was
-	lastGone bool          // its last retry went at its life's end, timed: the life is over
-	sentAt   int           // the step at which the line sent its latest retry; 0 when it went otherwise
+// place is where a held request waits in line, shared under h.mu: for
+// its next step, or, held before, through its own backoff's wait.
+type place struct {
+	nextAt    time.Time // when the step it waits for comes; zero at the step it is due at
+	last      bool      // that step is its last: it goes then
+	limit     time.Time // the deadline or MaxElapsed's end; zero when neither
+	spare     bool      // it has skipped more steps than it sent retries between them: one may go
+	ownWait   bool      // it waits its own backoff: alone, it waits it whole (rule 1)
+	notBefore time.Time // the end of the Retry-After it was told: it goes no earlier
 }
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
-
-// goes records that m's retry goes at now, held or not: at its life's end,
-// it is the life's last (lastGone) unless earlyEnd.
-func (m *member) goes(now time.Time) {
-	if m.outlived(now) {
-		m.earlyEnd = !m.took.timed && m.own.count > 0 && !m.atHard
-		m.lastGone = !m.earlyEnd
-	}
-}
-
-// outlived reports whether at now m's life is over.
-func (m *member) outlived(now time.Time) bool {
-	return !m.giveUp.IsZero() && !now.Before(m.giveUp)
-}
-
-// ownWait returns, at now, the wait before m's next retry that storm
-// control's view of its life gives, own being its own backoff's wait (see
-// lifeLeft), told reporting that the failure came with a Retry-After.
-// early reports that its life's last retry went an attempt's time early
-// (see goes), and the next goes at once in its place; over, that its
-// life's last retry has gone, or went early and its successor would wait
-// a Retry-After: a whole wait after the life's end.
-func (m *member) ownWait(now time.Time, own time.Duration, told bool) (wait time.Duration, early, over bool) {
-	wentEarly := m.earlyEnd
-	wait, over = m.lifeLeft(now, own)
-	early, m.earlyEnd = over && wentEarly, false
-	switch {
-	case wentEarly && told:
-		return 0, false, true
-	case early:
-		return 0, true, false
-	}
-	return wait, false, over
-}
-
-// toNextStep returns own, m's own backoff's wait at now, cut to end at
-// its life's next step when its latest retry went between steps: plain
-// backoff sends its next retry there, and a whole wait from the
-// in-between send would skip it, or be taken for one that would pass the
-// deadline.
-func (m *member) toNextStep(now time.Time, own time.Duration) time.Duration {
-	if !m.between || m.drawn.IsZero() {
-		return own
-	}
-	k := m.nextStep(now)
-	if k > m.own.count { // no step left but the last
-		return own
-	}
-	return min(own, max(m.stepAt(k).Sub(now), 0))
-}
-
-// toStepAfter returns wait, a Retry-After's wait drawn at now, cut to end
-// at m's life's next step (after the one its retry sent at sent stood
-// for) when that step, no earlier than the Retry-After's end, comes
-// first: the life drew that step's spread above the Retry-After ahead,
-// and one drawn again would put the retry past it.
-func (m *member) toStepAfter(now, sent time.Time, wait, floor time.Duration) time.Duration {
-	if m.between || m.drawn.IsZero() {
-		return wait
-	}
-	k := m.nextStep(m.afterStoodFor(now, sent))
-	if k > m.own.count {
-		return wait
-	}
-	if next := m.stepAt(k).Sub(now); next >= floor && next < wait {
-		return next
-	}
-	return wait
-}
-
-// waitsFor records that m's request, whose retry went at sent, will wait
-// until end for a Retry-After asking floor. The life's steps after the
-// retry then wait at least floor, whatever Retry-After they were drawn
-// with, as plain backoff's waits follow the latest it was told (unless a
-// deadline or MaxElapsed bounds the life: see retime). After a
-// retry sent at a step of its life, or at its own backoff's time, the
-// Retry-After also puts off the life's steps as it puts off plain
-// backoff's, by floor: the life drew its own spread above it; but one
-// sent at its own backoff's time after the life's last step but one
-// stood for the last, and changes nothing. After one the line let go
-// between steps, or one that followed it at its own backoff's time,
-// which plain backoff never sent, nothing is put off, and the steps
-// before end are skipped; over reports that end is past
-// the life's end, where plain backoff has sent its last retry, unless this
-// Retry-After is the first its host said since the life was drawn: then
-// plain backoff's retries would be put off too (the exception of mixed
-// Retry-After in StormControl's doc).
-func (m *member) waitsFor(now, sent, end time.Time, floor time.Duration) (over bool) {
-	if !m.between && m.standsForLast(sent) {
-		return !end.Before(m.giveUp)
-	}
-	m.retime(now, sent, floor)
-	if !m.between { // only the steps after the one it stood for are put off
-		m.putOff(m.afterStoodFor(now, sent), now.Add(floor))
-		return false
-	}
-	if !m.drawn.IsZero() { // skipped, so that a later look does not take one for a step just come
-		m.step += sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return !m.stepAt(m.step + i).Before(end) })
-	}
-	return !m.giveUp.IsZero() && !end.Before(m.giveUp)
-}
-
-// standsForLast reports whether a retry sent at sent, at its own
-// backoff's time, went after the step before its life's end and before
-// that end: it stands for the life's last retry.
-func (m *member) standsForLast(sent time.Time) bool {
-	if m.drawn.IsZero() || m.giveUp.IsZero() || sent.IsZero() || !sent.Before(m.giveUp) {
-		return false
-	}
-	if m.sentAt > 0 { // sent by the line at a step: the last only if that step is
-		return !m.stepAt(m.sentAt).Before(m.giveUp)
-	}
-	k := m.nextStep(sent)
-	return k <= m.own.count && !m.stepAt(k).Before(m.giveUp)
-}
-
-// sentStep returns the step at which the line sends m's retry at now: the
-// step just come, or the last when the life is over; 0 for a retry sent
-// between steps.
-func (m *member) sentStep(now time.Time) int {
-	switch {
-	case m.between:
-		return 0
-	case m.outlived(now):
-		return m.own.count
-	}
-	return max(m.step-1, 1)
-}
-
-// stoodFor returns the step of m's drawn life that its retry sent at sent
-// stands for: the step the line sent it at, or, for one sent at its own
-// backoff's time, the nearest. One sent alone a little before a step is
-// that step's retry, not a second one for the step before; taken for the
-// latter, its Retry-After put that step off, and the life ended a step
-// later than plain backoff. A step's send is not judged by time, as the
-// life is re-timed once its attempts are (a retry sent at step 3, judged
-// by steps moved later, was taken for step 2).
-func (m *member) stoodFor(sent time.Time) int {
-	if m.sentAt > 0 {
-		return m.sentAt
-	}
-	k := min(m.nextStep(sent), m.own.count)
-	if k > 1 && sent.Sub(m.stepAt(k-1)) < m.stepAt(k).Sub(sent) {
-		return k - 1
-	}
-	return k
-}
-
-// afterStoodFor returns now, or, when the retry m sent at sent, at its
-// own backoff's time, stood for a step still to come, that step's time:
-// the life's next step is the one after either.
-func (m *member) afterStoodFor(now, sent time.Time) time.Time {
-	if sent.IsZero() {
-		return now
-	}
-	return laterOf(now, m.stepAt(m.stoodFor(sent)))
-}
-
-// mayGoBetween reports whether at now m's retry may go between its
-// life's steps: not while the host is down and says Retry-After when m's
-// life waits one that, told again, would end past the life's end, where
-// plain backoff sends no retry. h.mu is held.
-func (h *host) mayGoBetween(m *member, now time.Time) bool {
-	if m.giveUp.IsZero() {
-		return true
-	}
-	took := m.took.avg + m.drains.avg
-	if !now.Add(took).Before(m.giveUp) { // it would still be out at its life's last step, which must go
-		return false
-	}
-	next := took + spreadUp(m.floor, 1) // the latest it would go, as its wait starts after the drain
-	return m.floor == 0 || !h.saysWait || !h.down() || now.Add(next).Before(m.giveUp)
-}
-
-// cutBy returns the deadline or MaxElapsed when it cut m's life short,
-// and zero otherwise.
-func (m *member) cutBy() time.Time {
-	if m.own.cut || m.atHard {
-		return m.hard
-	}
-	return time.Time{}
-}
-
-// lifeLeft returns the wait at now before m's next retry: d, its own
-// backoff's, cut to end with its life, or, in a life that the deadline or
-// MaxElapsed cut short, until the life's next step as drawn when it was
-// first held (rule 5); over reports that the life is over.
-func (m *member) lifeLeft(now time.Time, d time.Duration) (wait time.Duration, over bool) {
-	if m.giveUp.IsZero() {
-		return d, false
-	}
-	if m.outlived(now) {
-		return 0, true
-	}
-	if !m.own.cut && !m.atHard { // MaxRetries bounds its attempts, not the deadline or MaxElapsed
-		return min(d, m.giveUp.Sub(now)), false
-	}
-	k := m.nextStep(now)
-	return earlierOf(m.stepAt(k), m.giveUp).Sub(now), false
-}
-
-// retime makes the steps of m's life, if it has one, wait at least floor
-// after its retry sent at sent, floor being the Retry-After that retry was
-// told (zero: none), as plain backoff waits the latest one told: from the
-// step after the one the retry stood for, or, after one sent between
-// steps, from the next. Kept at the one they were drawn with, the steps
-// ended later than plain backoff's in a hunt whose server changed its
-// Retry-After among 1, 2 and 3 s every 0.7 s (346 of 8,200 runs, 959 s
-// in all; 331, 564 s, re-timed), and, with none at times, in 261 of
-// 7,187, 278 s (228, 176 s). A life that a deadline or MaxElapsed bounds
-// is not re-timed: its steps were drawn only as far as the bound lets
-// them, so steps drawn closer ended it too soon, and further apart, cut
-// by the bound, ended it before a wait that plain backoff fits (a
-// review's cases: 200s lost where plain backoff got them).
-func (m *member) retime(now, sent time.Time, floor time.Duration) {
-	if m.drawn.IsZero() || m.floor == floor || !m.hard.IsZero() {
-		return
-	}
-	after := now
-	if !m.between {
-		after = m.afterStoodFor(now, sent)
-	}
-	m.own.refloor(m.nextStep(after), floor)
-	m.h.mu.Lock()
-	defer m.h.mu.Unlock()
-	m.floor = floor
-	m.h.live(m)
-}
-
-// putOff moves m's life, if it has one, so that its next step after now
-// comes no earlier than at, and the later steps with it: a Retry-After
-// delays plain backoff's next retry, and those after it, the same way.
-func (m *member) putOff(now, at time.Time) {
-	if m.drawn.IsZero() {
-		return
-	}
-	k := m.nextStep(now)
-	if next := m.stepAt(k); next.Before(at) {
-		m.drawn = m.drawn.Add(at.Sub(next))
-		m.h.mu.Lock()
-		defer m.h.mu.Unlock()
-		m.h.live(m)
-	}
-}
-
-// nextStep returns the first of m's life's steps, 1 to its count, that
-// comes after now, or count+1 when none does.
-func (m *member) nextStep(now time.Time) int {
-	return 1 + sort.Search(m.own.count, func(i int) bool { return now.Before(m.stepAt(i + 1)) })
-}
-
-// stepAt is when step k of m's life comes: its own backoff's retry k after
-// the one it was drawn at, each attempt taking its own attempts' time.
-func (m *member) stepAt(k int) time.Time { return addCapped(m.drawn, m.own.at(k, m.took.avg)) }
 
 // nudge wakes m without blocking; one pending nudge is enough.
 func (m *member) nudge() {
@@ -310,21 +48,24 @@ func (m *member) nudge() {
 	}
 }
 
-// stepCame reports whether a step of m's own backoff before its last has
-// come by now since it was last asked, and when the next comes (zero: none
-// but the last). It notes the latest step come as downStep when it found
-// the host down, or down until backAt, however late m looks. h.mu is held.
-func (h *host) stepCame(m *member, now time.Time) (came bool, nextStep time.Time) {
-	k := m.step + sort.Search(max(m.own.count-m.step, 0), func(i int) bool { return now.Before(m.stepAt(m.step + i)) })
-	if came = k > m.step; came {
-		if last := m.stepAt(k - 1); h.down() || last.Before(h.backAt) {
-			m.downStep = last
-		}
+// skipTime returns how long a skipped step of m stands for: an attempt
+// of its own and its drain, none until one of its attempts is timed, so
+// that a step comes no later than plain backoff's; fit, the time its
+// next step's attempt is fitted to the deadline with, the host's until
+// one of its own is timed, so that it fits no step plain backoff does
+// not; and the Retry-After its next step waits, while the host still
+// says one.
+func (h *host) skipTime(m *member) (took, fit, floor time.Duration, timed bool, drain time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	took, fit, timed = m.took.avg, m.took.avg, m.took.timed
+	if !m.took.timed {
+		fit = h.took.avg
 	}
-	if m.step = k; k < m.own.count {
-		nextStep = m.stepAt(k)
+	if h.saysWait {
+		floor = m.floor
 	}
-	return came, nextStep
+	return took, fit + m.drains.avg, floor, timed, m.drains.avg
 }
 
 // heard records at now the outcome of m's attempt: when m was the line's
@@ -341,27 +82,11 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	h.nudgeFirst(now)
 }
 
-// live sets m's giveUp from its own attempts' time: its last step, or,
-// with a deadline, the last whose attempt fails before it, as plain
-// backoff's last attempt is one that ends before the deadline (rule 5).
-// h.mu is held.
-func (h *host) live(m *member) {
-	if m.lastGone || m.drawn.IsZero() { // a slow last attempt does not lengthen it; no life, no hard
-		return
-	}
-	took, last := m.took.avg, m.own.count
-	if !m.hard.IsZero() { // the first step whose attempt would not fail before it, less one
-		last = max(sort.Search(last+1, func(k int) bool { return !m.stepAt(k).Add(took).Before(m.hard) })-1, 0)
-	}
-	m.giveUp, m.atHard = m.stepAt(last), last < m.own.count
-}
-
-// firstWaiting returns the oldest retry held in line that may probe at
-// now (not a last retry, kept for its life's end, nor one that may not go
-// between its steps), or nil. h.mu is held.
+// firstWaiting returns the oldest retry held in line that may probe (not
+// one whose next step is its last), or nil. h.mu is held.
 func (h *host) firstWaiting(now time.Time) *member {
 	for _, m := range h.members {
-		if m.waiting && !m.last && h.mayGoBetween(m, now) {
+		if m.waiting && !m.ownWait && h.mayGoBetween(m, now) {
 			return m
 		}
 	}
@@ -377,8 +102,8 @@ func (h *host) nudgeWaiting() {
 	}
 }
 
-// nudgeFirst nudges the oldest retry held in line that may probe at now.
-// h.mu is held.
+// nudgeFirst nudges the oldest retry held in line that may probe. h.mu is
+// held.
 func (h *host) nudgeFirst(now time.Time) {
 	if m := h.firstWaiting(now); m != nil {
 		m.nudge()
@@ -404,20 +129,17 @@ func (h *host) release(now time.Time) {
 
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only with another request to the host retrying, and the host
-// proven down or a Retry-After told (rule 1). last reports that the retry
-// is its request's last.
-func (h *host) ask(m *member, last bool, now time.Time) (held bool) {
+// proven down or a Retry-After told (rule 1).
+func (h *host) ask(m *member, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m.last = last
 	down := h.provenDown(now)
 	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
 	told := m.toldIn.Equal(h.since)              // an outage the host has since answered out of told it nothing of this one
 	if len(h.members) == 1 || singled || !down && !told {
-		m.askBudget, m.sentAt = false, 0 // it goes at its own backoff's time, as plain backoff's would
+		m.askBudget = false // it goes at its own backoff's time, as plain backoff's would
 		return false
 	}
-	m.waiting, m.askBudget = true, false
 	return true
 }
 
@@ -430,58 +152,96 @@ func (h *host) othersSayWait(m *member) bool {
 	return h.saysWait
 }
 
-// poll decides whether the held m goes at now: released by the line's
-// credit; at a step of its own backoff when the host answers (rule 5); at
-// its life's end whatever the host's state; or as the line's probe, the
-// oldest held, once fresh requests have stopped, no other probe is out and
-// a pace has passed since the probe before and since the host's latest
-// failure (rule 3). Otherwise it says when to look again, no later
-// than m's life's end (zero before a life is drawn, and at the deadline,
-// where the life is over).
-func (h *host) poll(m *member, now time.Time) (send bool, wake time.Time) {
+// wait puts the held m in line, at p.
+func (h *host) wait(m *member, p place) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.live(m)
+	m.waiting, m.place = true, p
+}
+
+// setLast records whether the step m's retry waits for is its last.
+func (h *host) setLast(m *member, last bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m.last = last
+}
+
+// mayGoBetween reports whether m's retry may go at now, between its
+// steps: it has a step skipped to stand for, the Retry-After it was told
+// has ended, and its attempt would be back before its next step (one
+// still out went late, a 447 ms attempt between 151 ms waits putting the
+// rest off); and not when, the host down and saying Retry-After, told one
+// again would end past a next step that is its last, or past the deadline
+// or MaxElapsed: plain backoff sends its retry at its step. h.mu is held.
+func (h *host) mayGoBetween(m *member, now time.Time) bool {
+	back := now.Add(m.took.avg + m.drains.avg)
+	if now.Before(m.notBefore) || !m.spare || !m.nextAt.IsZero() && !back.Before(m.nextAt) {
+		return false
+	}
+	if m.floor == 0 || !h.saysWait || !h.down() {
+		return true
+	}
+	end := back.Add(spreadUp(m.floor, 1))
+	return (!m.last || end.Before(m.nextAt)) && (m.limit.IsZero() || end.Before(m.limit))
+}
+
+// poll decides whether the held m goes at now: released by the line's
+// credit; at a step of its own backoff (atStep) when the host may be back
+// or the news it has is stale (rule 5), or at its last step whatever the
+// host's state; alone; or as the line's probe, the oldest held, once
+// fresh requests have stopped, no other probe is out and a pace has
+// passed since the probe before and since the host's latest failure (rule
+// 3). Otherwise it skips the step, and says when to look again before
+// the next (zero: at the next).
+func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.release(now)
-	if !m.hard.IsZero() && !now.Before(m.hard) {
-		return false, time.Time{} // the hold ends at the deadline
-	}
-	down, flowing := h.provenDown(now), h.flowing(now)
-	stepCame, nextStep := h.stepCame(m, now)
-	// A step goes when the host is back (not for a life drawn with a
-	// Retry-After), or on stale news: alone, it would know no more (rule 5).
-	inGrace := !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
-	stale := stepCame && (!flowing || h.streak > 0 && m.floor == 0) && !h.downSeen.After(m.downNews)
-	if stepCame { // news a step skips for stands for the attempt it skipped: it holds one step, not the next
-		m.downNews = laterOf(m.downNews, h.downSeen)
-	}
-	back := stepCame && h.streak >= upAfter || h.streak > 0 && inGrace
-	answers := back && m.floor == 0 || stale
-	switch {
-	case m.released:
-		m.released, m.askBudget, m.fromLine, m.between, m.sentAt = false, false, true, true, 0
+	if m.released {
+		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
-	case answers, m.outlived(now), len(h.members) == 1 && h.mayGoBetween(m, now): // or alone now: no other request is failing with it (rule 1)
-		m.waiting, m.fromLine = false, len(h.members) > 1 // alone, it was not the line's
-		m.between = !answers && !m.outlived(now)
-		m.askBudget = false // at its step, released by answers, or alone (rule 1)
-		m.sentAt = m.sentStep(now)
+	}
+	if m.ownWait { // only the host's answers bring its own step forward
+		return false, time.Time{}
+	}
+	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m, now)) {
+		m.waiting, m.askBudget, m.fromLine = false, false, len(h.members) > 1
 		h.nudgeFirst(now)
 		return true, time.Time{}
 	}
-	wake = earlierOf(nextStep, m.giveUp)
 	switch {
-	case flowing:
-		return false, earlierOf(h.flowEnd(), wake) // fresh requests probe for the line
+	case h.flowing(now):
+		return false, h.flowEnd() // fresh requests probe for the line
 	case h.probing != nil, m != h.firstWaiting(now):
-		return false, wake
+		return false, time.Time{}
 	}
 	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {
-		return false, earlierOf(next, wake) // a failure that recent told what a probe would
+		return false, next // a failure that recent told what a probe would
 	}
-	m.waiting, m.askBudget, m.fromLine, m.between, m.sentAt = false, h.asksBudget(down), true, true, 0
+	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(h.provenDown(now)), true
 	h.probing = m
 	return true, time.Time{}
+}
+
+// stepGoes reports whether m's step, come at now, goes: the host is back
+// (for a step not waiting a Retry-After), or no failure is newer than m's
+// own news of it, so that alone it would know no more (rule 5); otherwise
+// the step is skipped, its news taken for the attempt it skips. h.mu is
+// held.
+func (h *host) stepGoes(m *member, now time.Time) bool {
+	stale := (!h.flowing(now) || h.streak > 0 && m.floor == 0) && !h.downSeen.After(m.downNews)
+	m.downNews = laterOf(m.downNews, h.downSeen)
+	if h.down() {
+		m.downStep = now
+	}
+	return h.streak >= upAfter && m.floor == 0 || stale
+}
+
+// inGrace reports whether the host answered within an attempt's time of
+// m's latest step that found it down: the attempt plain backoff sent then
+// might have been answered. h.mu is held.
+func (h *host) inGrace(m *member, now time.Time) bool {
+	return h.streak > 0 && m.floor == 0 && !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
 }
 
 // refusedProbeGap is the least wait before the next probe after the budget

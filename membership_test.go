@@ -230,29 +230,6 @@ func TestPanicLeavesNoState(t *testing.T) {
 	})
 }
 
-// TestRefusedProbeWaitsBeforeTheNext: with a Policy of nanosecond waits,
-// fresh requests that all came at once (no usual gap) and no failed probe
-// yet, a probe the budget refused was due again at once, and the held
-// request polled in a loop without ever blocking.
-func TestRefusedProbeWaitsBeforeTheNext(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	ms := []*member{newMember(), newMember()}
-	for _, m := range ms {
-		s.failed("h", m, failure{first: true, at: at(0), sent: at(0)})
-		m.policy = Policy{BaseDelay: 1, MaxDelay: 1}
-	}
-	h := ms[0].h
-	now := at(50)
-	require.True(t, h.ask(ms[0], false, now))
-	send, _ := h.poll(ms[0], now)
-	require.True(t, send, "the oldest held probes once fresh requests stopped")
-	h.refused(ms[0], now)
-	assert.Equal(t, now.Add(refusedProbeGap), h.nextProbe)
-	if send, wake := h.poll(ms[0], now); send || !wake.Equal(now.Add(refusedProbeGap)) {
-		t.Errorf("after a refusal: send %v, wake at %v; want a wait of %v", send, wake.Sub(now), refusedProbeGap)
-	}
-}
-
 // TestHeldThenFailingAloneEndsNoLaterThanOff: L is held while another
 // request fails with it for two seconds; alone again, it keeps the life
 // its hold drew, so that its failure comes no later than plain backoff's.

@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,7 +52,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if r.m == nil { // its first failure: a copy of a Transport in use has its own storm control from here (see ownStorm)
 		r.st = t.ownStorm()
 	}
-	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, saysWait: hasFloor, at: now, sent: r.sent})
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, saysWait: hasFloor, at: now, sent: r.sent, floor: floor})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		r.m.policy = policyFor(r.req.Context(), t.Policy)
 		r.pol = &r.m.policy
@@ -61,34 +60,33 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if stop := t.replayStop(r.req, body, err); stop != StopNone {
 		return 0, stop
 	}
-	if n > r.pol.retries() {
+	r.m.n = n
+	if wait, stop, set := r.heldWait(now, floor, hasFloor); set {
+		return wait, stop
+	}
+	k := r.step()
+	if k > r.pol.retries() && r.m.skipped > 0 { // its life's last step went and failed
+		return 0, StopHostGate
+	}
+	if k > r.pol.retries() {
 		return 0, StopExhausted
 	}
 	if hasFloor && floor > t.maxRetryAfter() {
 		return 0, StopRetryAfter
 	}
-	drawn := r.pol.Delay(n, r.prev, t.random())
-	own := r.m.toNextStep(now, drawn)
-	wait, early, over := r.m.ownWait(now, own, hasFloor)
-	if over { // its life's last retry has gone (see stormState.hold)
-		return 0, r.lifeOver()
-	}
-	if stop := r.pastLimits(now.Add(own)); stop != StopNone && !early { // as plain backoff stops, a life's cap on the wait aside
+	drawn := r.pol.Delay(k, r.prev, r.random())
+	wait := max(drawn-r.m.late, 0)
+	r.m.late = 0
+	if stop := r.pastLimits(now.Add(wait)); stop != StopNone {
 		return 0, stop
 	}
-	if hasFloor { // a Retry-After is waited whole, and puts off the life's steps unless this retry stands in for an early last one or went off them
-		wait = max(wait, spreadUp(floor, t.random()))
-		if !early && r.m.waitsFor(now, r.sent, now.Add(wait), floor) {
-			return 0, r.lifeOver()
-		}
-		wait = r.m.toStepAfter(now, r.sent, wait, floor)
-	} else {
-		r.m.retime(now, r.sent, 0) // plain backoff's next waits are its own again
+	if hasFloor { // a Retry-After is waited whole
+		wait = max(wait, spreadUp(floor, r.random()))
 	}
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
-	r.prev, r.floor = max(drawn, wait), floor // decorrelated jitter grows from plain backoff's wait, not a life's cut of it
+	r.prev, r.floor = max(drawn, wait), floor // decorrelated jitter grows from plain backoff's wait
 	return wait, StopNone
 }
 
@@ -102,16 +100,6 @@ func (r *retrier) retryAfter(resp *http.Response, now time.Time) (time.Duration,
 	}
 	d, ok := parseRetryAfter(resp.Header, now)
 	return d, ok && d > 0
-}
-
-// lifeOver says why a held request whose life is over stops: the
-// deadline or MaxElapsed when they cut its life short, as they would have
-// stopped its own backoff, and the host gate otherwise.
-func (r *retrier) lifeOver() StopReason {
-	if hard := r.m.cutBy(); !hard.IsZero() {
-		return cmp.Or(r.pastLimits(hard), StopHostGate)
-	}
-	return StopHostGate
 }
 
 // cutShort says why a wait of d from now is not started: it would end past
@@ -129,6 +117,7 @@ func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
 // pastLimits says which limit a wait ending at end would reach: the
 // deadline or MaxElapsed, or StopNone.
 func (r *retrier) pastLimits(end time.Time) StopReason {
+	end = end.Add(r.m.drift) // as plain backoff's, which drained the responses of the steps skipped
 	if dl, ok := r.req.Context().Deadline(); ok && !end.Before(dl) {
 		return StopDeadline
 	}
@@ -143,12 +132,19 @@ func (r *retrier) pastLimits(end time.Time) StopReason {
 // the retry will not be sent.
 func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
+	if !r.m.until.IsZero() { // a held request's step, whose time is set, after the drain as before it
+		own, r.m.until, r.m.minWait = max(r.m.until.Sub(start), r.m.minWait), time.Time{}, 0
+	}
 	// The drain since plan may have taken up to drainTimeout: a wait that
 	// would now end past the deadline or MaxElapsed is still not started.
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	if err := sleep(ctx, own); err != nil {
+	if r.m.inLine && !r.m.wasLeft { // held before: in line until its step, which the host's answers may bring forward
+		if went, stop := r.waitInLine(ctx, start.Add(own)); went || stop != StopNone {
+			return time.Since(start), 0, stop
+		}
+	} else if err := sleep(ctx, own); err != nil {
 		// A wait that was to end before the deadline can still meet it,
 		// the drain and the timers taking their time: the deadline, not
 		// the caller, ended it, and the last outcome is the answer.
@@ -158,35 +154,14 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 		return time.Since(start), 0, StopCanceled
 	}
 	due := time.Now()
-	wasHeld, stop := r.st.ask(ctx, r.m, r.limits(due, n))
+	wasHeld, stop := r.hold(ctx, due)
 	if wasHeld {
 		held = time.Since(due)
 	}
+	if stop == StopNone {
+		r.st.sent(r.m, time.Now())
+	}
 	return own + held, held, stop
-}
-
-// limits bounds a hold that begins at due, after retry n's own backoff.
-func (r *retrier) limits(due time.Time, n int) holdLimits {
-	pol := *r.pol
-	lim := holdLimits{floor: r.floor}
-	if d, ok := r.req.Context().Deadline(); ok {
-		lim.hard = d
-	}
-	if e := r.start.Add(r.t.MaxElapsed); r.t.MaxElapsed > 0 && (lim.hard.IsZero() || e.Before(lim.hard)) {
-		lim.hard = e
-	}
-	if r.pol.waitsAfter(n) && replayable(r.req, r.t.RetryAllMethods) { // a retry that reaches the server is a POST's last
-		within := maxDuration
-		if !lim.hard.IsZero() {
-			within = lim.hard.Sub(due)
-		}
-		// Drawn only for a retry that is held, so that a lone request's
-		// waits use the same random values as with storm control off. The
-		// closure takes copies, not r: r must stay on RoundTrip's stack.
-		prev, random := r.prev, r.t.random
-		lim.rest = func(took, floor time.Duration) ownSteps { return pol.rest(n, prev, floor, random, within, took) }
-	}
-	return lim
 }
 
 // sending records that attempt n goes now, when that is a retry: how
@@ -357,8 +332,3 @@ func stopFor(err error) StopReason {
 // errLastNotKept is the cause given for a last response that could not be
 // returned: its body was too long, or too slow, to keep in memory.
 var errLastNotKept = errors.New("last response not kept (body over 64 KiB or slower than 100 ms)")
-
-// addCapped returns t+d, d capped at a century so that t+d cannot overflow.
-func addCapped(t time.Time, d time.Duration) time.Time {
-	return t.Add(min(d, 100*365*24*time.Hour))
-}

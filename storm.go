@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"cmp"
-	"context"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -25,29 +24,33 @@ const DefaultReleaseShare = 0.25
 // failed attempt takes), or while a Retry-After told it to wait during the
 // outage under way; one that waited a Retry-After of its own, which the
 // other requests' latest failure does not say, is not held. A held request
-// keeps the steps of its own backoff, spaced and put off as that backoff is
-// by what it is told (a Retry-After, or none): at each it goes if the host
-// may be back (it answers again, or no failure is newer than the request's
-// own news of it), and at its last it goes whatever the host's state, so
-// that it ends no later, and after no more attempts, than without storm
-// control; one whose Retry-After, told again, would outlast its life keeps
-// to its last step, alone or not. Between steps, the held retries are let
-// go oldest first by the host's answers, each earning ReleaseShare of a
-// release, a share grown by answers and halved by failures as TCP's window;
-// while no fresh requests reach the host, the oldest held retry that may go
-// between its steps probes it at its own backoff's pace, counted from the
-// host's latest failure; a retry that went between steps waits no later
-// than its life's next step, and none goes that would still be out at the
-// life's last. No hold outlasts the deadline or MaxElapsed: one that
-// reaches them returns the last outcome (see Error for a body that could
-// not be kept) with StopHostGate, or, when they cut its life short, the
-// reason its own backoff would give. The budget bounds, across hosts, the
-// line's probes into hosts proven down, retries plain backoff never sends
-// (see Budget). Only hosts with requests retrying have state: a request to
-// any other host pays one atomic load. One exception to "no later": when
-// only some failures carry a Retry-After, or they name waits of different
-// lengths, a held request's steps, drawn ahead, are a guess at its own
-// backoff's.
+// keeps its own backoff's steps, each drawn when the one before it comes,
+// as plain backoff draws its waits: at each it goes if the host may be
+// back (it answers again, or no failure is newer than the request's own
+// news of it) or if the step is its last (no wait of plain backoff follows
+// it), and otherwise skips it, taken as an attempt that failed as long as
+// its own take, its next step waiting the Retry-After it was told last
+// while the host still says one. Between steps it waits in line: the
+// host's answers let held retries go, oldest first, each answer earning
+// ReleaseShare of a release, a share grown by answers and halved by
+// failures as TCP's window; while no fresh requests reach the host, the
+// oldest held retry probes it at its own backoff's pace, counted from the
+// host's latest failure. A retry sent between steps stands for a step
+// skipped before it, and must be back before its next step; that step
+// still comes, unless a Retry-After told to the retry outlasts it: then
+// the retry stood for it. Held once, a request waits its later own
+// backoffs in line too, where only the host's answers bring it forward.
+// So a held request ends no later, and after no more attempts, than
+// without storm control, and never goes before a Retry-After it was told
+// ends. A hold
+// that the deadline reaches returns the last outcome (see Error for a
+// body that could not be kept) with StopHostGate. The budget bounds,
+// across hosts, the line's probes into hosts proven down, retries plain
+// backoff never sends (see Budget). Only hosts with requests retrying have
+// state: a request to any other host pays one atomic load. The exception
+// to "no later": when only some failures carry a Retry-After, or they name
+// waits of different lengths, a skipped step's successor is a guess at
+// plain backoff's.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
@@ -174,6 +177,7 @@ func (st *stormState) answered(host string, m *member, first bool, sent time.Tim
 type failure struct {
 	first, saysWait bool
 	at, sent        time.Time
+	floor           time.Duration // the Retry-After's wait
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
@@ -201,7 +205,7 @@ func (st *stormState) drained(m *member, d time.Duration) {
 }
 
 // timing reports whether a host has requests retrying: then attempts are
-// timed, as held lives and proof of an outage count how long they take.
+// timed, as skipped steps and proof of an outage count how long they take.
 func (st *stormState) timing() bool {
 	return st.hosts != nil && st.hosts.active.Load() > 0
 }
@@ -261,75 +265,11 @@ func (st *stormState) end(m *member, answered bool) {
 	}
 }
 
-// holdLimits bound a hold (see StormControl).
-type holdLimits struct {
-	hard  time.Time                               // the deadline or MaxElapsed; zero when neither
-	rest  func(fit, floor time.Duration) ownSteps // the own backoff's steps left that fit, attempts taking fit; nil for a last retry
-	floor time.Duration                           // the latest Retry-After's wait
-}
-
-// ask is asked once m's retry has waited its own backoff: it holds the
-// retry (see hold) and, when the retry goes, charges it to the budget.
-func (st *stormState) ask(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
-	held, stop = st.hold(ctx, m, lim)
-	if stop == StopNone {
-		st.sent(m, time.Now())
-	}
-	return held, stop
-}
-
-// hold is called once m's retry has waited its own backoff, and holds it
-// as StormControl says. It returns StopNone when the retry may go now;
-// StopHostGate when the hold reached the deadline or MaxElapsed;
-// StopCanceled when ctx was cancelled. A probe the budget refuses waits
-// in line (see refused). A held retry costs a timer, not a goroutine.
-func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held bool, stop StopReason) {
-	// A retry with none of its own backoff left is held only by a life
-	// already drawn, to its end; and one that has a deadline or MaxElapsed
-	// only once an attempt to the host has been timed, as its life is
-	// fitted to them by its attempts' time.
-	if st.hosts == nil || m.drawn.IsZero() && (lim.rest == nil || !lim.hard.IsZero() && !m.h.timed(m)) {
-		return false, StopNone
-	}
-	if now := time.Now(); !m.h.ask(m, lim.rest == nil, now) {
-		m.goes(now)
-		return false, StopNone
-	}
-	st.held.Add(1)
-	defer st.held.Add(-1)
-	timer := time.NewTimer(maxDuration)
-	defer timer.Stop()
-	for {
-		now := time.Now()
-		send, wake := m.h.poll(m, now)
-		if send {
-			if st.budgetLets(m, now) {
-				m.goes(now)
-				return true, StopNone
-			}
-			m.h.refused(m, now) // the line's probe waits for a token, in line
-			continue
-		}
-		if m.drawn.IsZero() { // held indeed: only now is its life drawn
-			st.drawLife(m, lim)
-			continue
-		}
-		if m.outlived(now) { // its life ends before the deadline or MaxElapsed (see host.live)
-			m.h.abandon(m, now)
-			return true, StopHostGate
-		}
-		timer.Reset(wake.Sub(now)) // poll's wake is set, and no later than the life's end
-		select {
-		case <-ctx.Done():
-			m.h.abandon(m, time.Now())
-			if ctx.Err() == context.DeadlineExceeded {
-				return true, StopHostGate // the deadline is a hold's limit, not a failure
-			}
-			return true, StopCanceled
-		case <-m.wake:
-		case <-timer.C:
-		}
-	}
+// holds reports whether m's retry, due at now, is held: the host gate is
+// on and says so (see host.ask); with a deadline or MaxElapsed, only once
+// an attempt to the host has been timed, as a skipped step stands for one.
+func (st *stormState) holds(m *member, limited bool, now time.Time) bool {
+	return st.hosts != nil && (!limited || m.h.timed(m)) && m.h.ask(m, now)
 }
 
 // budgetLets reports whether the budget lets a held request's retry go at
@@ -339,30 +279,4 @@ func (st *stormState) hold(ctx context.Context, m *member, lim holdLimits) (held
 // alone (rule 1).
 func (st *stormState) budgetLets(m *member, now time.Time) bool {
 	return !m.askBudget || st.takes(m, now)
-}
-
-// drawLife draws, at m's first hold, the life m's own backoff gives it;
-// its steps wait at least the latest Retry-After only while the host still
-// says it (rule 5), and what its request is told later, a Retry-After
-// or none, re-times them (see member.retime and member.putOff).
-func (st *stormState) drawLife(m *member, lim holdLimits) {
-	m.h.mu.Lock()
-	// Timed by its own attempts only (see member.took); they take time too,
-	// so it is fitted to the deadline by the host's until one is timed, and
-	// by the drains of their responses, which its steps do not count: a
-	// 100 ms drain uncounted fitted more steps before the deadline than
-	// plain backoff fits retries, and counted, a first slow drain put
-	// every later step of a life of fast ones late.
-	fit, floor := m.took.avg, lim.floor
-	if !m.took.timed {
-		fit = m.h.took.avg
-	}
-	fit += m.drains.avg
-	if !m.h.saysWait {
-		floor = 0
-	}
-	m.floor = floor // under h.mu: the line reads it (see host.mayGoBetween)
-	m.h.mu.Unlock()
-	m.own, m.drawn, m.step = lim.rest(fit, floor), time.Now(), 1
-	m.hard = lim.hard
 }

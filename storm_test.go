@@ -19,8 +19,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/stretchr/testify/assert"
 )
 
 // Storm control as a user meets it: every test here runs on synctest's
@@ -603,7 +601,7 @@ func TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl(t *testing
 // which sends fewer, keeps the same life: twenty goroutines rescued by a
 // host that returns after 4 s are as many as without storm control.
 func TestSlowFailuresLengthenAHeldRequestsLife(t *testing.T) {
-	const seeds = 8
+	const seeds = 24 // one request of 20 is 5%: eight seeds left two points to chance
 	var okOn, okOff float64
 	for seed := uint64(1); seed <= seeds; seed++ {
 		sc := fleetScenario{workers: 20, calls: 1, down: [2]time.Duration{0, 4 * time.Second}, duration: time.Second,
@@ -1178,60 +1176,6 @@ func TestEmptyBudgetStopsTheProbes(t *testing.T) {
 	}
 }
 
-// TestHeldRequestAtItsOwnTimeIsNotRefused: a request that was held, going
-// on its own at its own backoff's time into a host that is down while
-// another request to it retries, sends the retry plain backoff would
-// send: the budget charges it a token if it holds one, and never refuses
-// it nor goes below empty for it.
-func TestHeldRequestAtItsOwnTimeIsNotRefused(t *testing.T) {
-	t.Parallel() // virtual time only: runs beside the other simulations
-	for _, tc := range []struct {
-		burst, wantTokens float64
-		wantSpent         int
-	}{{burst: 5, wantTokens: 4, wantSpent: 1}, {burst: -1, wantTokens: 0, wantSpent: 0}} {
-		budget := &Budget{Burst: tc.burst, Ratio: -1, Reserve: -1}
-		st := &stormState{budget: budget, hosts: newHostSet(DefaultReleaseShare)}
-		st.retrying.Store(2) // another request of the Transport retries
-		other := st.failed("down", nil, failure{first: true, at: time.Now(), sent: time.Now()})
-		var m *member
-		for i := range downAfter { // failures seen in a row: the host is down
-			m = st.failed("down", m, failure{first: i == 0, at: time.Now(), sent: time.Now()})
-		}
-		m.drawn = time.Now().Add(time.Second) // held before, by a line since gone
-		lim := holdLimits{rest: func(_, _ time.Duration) ownSteps { return ownSteps{count: 1, cum: []time.Duration{time.Second}} }}
-		if _, stop := st.ask(context.Background(), m, lim); stop != StopNone {
-			t.Errorf("burst %v: stop %v, want StopNone: a retry at its own backoff's time is not refused", tc.burst, stop)
-		}
-		if got := budget.available(time.Now()); m.spent != tc.wantSpent || got != tc.wantTokens {
-			t.Errorf("burst %v: %d retries charged, %v tokens left; want %d, %v", tc.burst, m.spent, got, tc.wantSpent, tc.wantTokens)
-		}
-		st.end(other, false)
-	}
-}
-
-// TestRetryAfterPutsOffALifesSteps: a Retry-After that ends after a
-// held request's next step moves that step to its end, and the later ones
-// with it, as it delays plain backoff's; one that ends sooner moves
-// nothing.
-func TestRetryAfterPutsOffALifesSteps(t *testing.T) {
-	st := &stormState{hosts: newHostSet(DefaultReleaseShare)}
-	m := st.failed("h", nil, failure{first: true, at: time.Now(), sent: time.Now().Add(-time.Second)}) // its attempt took 1 s
-	drawn := time.Now()
-	m.drawn, m.own = drawn, ownSteps{count: 4, cum: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
-	before := []time.Time{m.stepAt(1), m.stepAt(2), m.stepAt(3), m.stepAt(4)}
-
-	m.putOff(drawn.Add(time.Second), before[0].Add(-time.Millisecond))
-	assert.Equal(t, before[0], m.stepAt(1), "a Retry-After ending before the next step moves nothing")
-
-	now := before[0].Add(time.Millisecond) // step 1 has come: step 2 is next
-	at := before[1].Add(3 * time.Second)
-	m.putOff(now, at)
-	assert.Equal(t, before[0].Add(3*time.Second), m.stepAt(1))
-	assert.Equal(t, at, m.stepAt(2), "the next step comes when the Retry-After ends")
-	assert.Equal(t, before[3].Add(3*time.Second), m.stepAt(4), "and the later ones with it")
-	assert.Equal(t, m.stepAt(4), m.giveUp, "the life ends at its last step, put off")
-}
-
 // TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl: a host
 // answers 503 with Retry-After: 1 for 4 s, then 200. A held request's life
 // is its own backoff as a Retry-After lengthens it, so storm control
@@ -1435,7 +1379,9 @@ func TestBudgetSparesALoneSequentialClient(t *testing.T) {
 				var mu sync.Mutex
 				stops := map[string]map[StopReason]int{"dead": {}, "lone": {}}
 				pol := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
-				tr := &Transport{Random: seeded(1), Policy: pol,
+				// A small budget of its own, which the dead host's charged
+				// retries spend within the first second.
+				tr := &Transport{Random: seeded(1), Policy: pol, Storm: StormControl{Budget: &Budget{Burst: 10, Ratio: -1, Reserve: -1}},
 					OnGiveUp: func(e RetryEvent) {
 						mu.Lock()
 						defer mu.Unlock()
