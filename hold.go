@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// hold holds retry n, due at due, while storm control says so. A held
+// hold holds the retry due at due while storm control says so. A held
 // request keeps its own backoff's steps: at each it goes, or skips it,
 // taken as sent and failed as the host's other attempts are, and waits
 // for the next, which the line may let it go before; its last step always
@@ -13,10 +13,10 @@ import (
 // deadline or MaxElapsed reached (StopHostGate), or ctx cancelled.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
-	wasLeft := r.m.wasLeft
-	r.m.wasLeft = false
+	wasLeft := m.wasLeft
+	m.wasLeft = false
 	if base, _ := r.pol.bounds(); base <= 0 || !st.holds(m, r.limited(), due) || r.lastStep(r.step(), due) {
-		if r.m.inLine {
+		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
 		}
 		return false, StopNone
@@ -31,9 +31,9 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	// dead host, stale news let four goroutines' first holds send 4.4
 	// attempts per call against plain backoff's 6, 3.6 so. Later steps,
 	// and the step a retry sent between steps left, go by the step's rules.
-	cur, atDue := heldStep{from: due}, !wasLeft && !r.m.inLine
+	cur, atDue := heldStep{from: due}, !wasLeft && !m.inLine
 	if wasLeft { // the step a retry between steps left, come when it was to, however late that retry is back
-		cur.from = earlierOf(due, r.m.stepDue)
+		cur.from = earlierOf(due, m.stepDue)
 	}
 	for ; ; atDue = false {
 		now, next := time.Now(), cur.at()
@@ -45,9 +45,9 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		switch {
 		case send && st.budgetLets(m, now):
 			if !atStep && !atDue { // an extra retry: the step still comes
-				r.m.extra, r.m.left = r.m.extra+1, cur
+				m.extra, m.left = m.extra+1, cur
 			}
-			r.m.inLine = true
+			m.inLine = true
 			return now.After(due), StopNone
 		case send:
 			m.h.refused(m, now) // the line's probe waits for a token, in line
