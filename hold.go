@@ -117,7 +117,7 @@ type ownSteps struct {
 	minWait time.Duration // the least of that wait: the Retry-After its latest attempt was told
 	wasLeft bool          // that step was left by a retry sent between steps
 	stepDue time.Time     // when that step was to come
-	drift   time.Duration // how far its steps run ahead of plain backoff's, which drained the attempts they skipped
+	drift   time.Duration // how far its steps run ahead of plain backoff's (which drained the attempts they skipped, or waited a Retry-After from the step), or behind
 	late    time.Duration // how late the step its latest attempt stood for went; negative when early
 	left    heldStep      // the step a retry sent between steps left to come
 }

@@ -74,19 +74,26 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if hasFloor && floor > t.maxRetryAfter() {
 		return 0, StopRetryAfter
 	}
+	// A held request's step that went late waits that much less of its own
+	// backoff, and one that went early that much more, as plain backoff
+	// waits from the step; a Retry-After is waited whole from now, and
+	// what it brings forward of plain backoff's next step counts in drift.
 	drawn := r.pol.Delay(k, r.prev, r.random())
-	wait := max(drawn-r.m.late, 0)
+	wait, late := max(drawn-r.m.late, 0), r.m.late
 	r.m.late = 0
 	if stop := r.pastLimits(now.Add(wait)); stop != StopNone {
 		return 0, stop
 	}
+	plain := drawn
 	if hasFloor { // a Retry-After is waited whole
-		wait = max(wait, spreadUp(floor, r.random()))
+		spread := spreadUp(floor, r.random())
+		wait, plain = max(wait, spread), max(drawn, spread)
 	}
+	r.m.drift += plain - late - wait // its next step is that much before plain backoff's
 	if stop := r.cutShort(now, wait); stop != StopNone {
 		return 0, stop
 	}
-	r.prev, r.floor = max(drawn, wait), floor // decorrelated jitter grows from plain backoff's wait
+	r.prev, r.floor = plain, floor // decorrelated jitter grows from plain backoff's wait
 	return wait, StopNone
 }
 
@@ -117,7 +124,7 @@ func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
 // pastLimits says which limit a wait ending at end would reach: the
 // deadline or MaxElapsed, or StopNone.
 func (r *retrier) pastLimits(end time.Time) StopReason {
-	end = end.Add(r.m.drift) // as plain backoff's, which drained the responses of the steps skipped
+	end = end.Add(max(r.m.drift, 0)) // as plain backoff's, whose steps come later: never a wait past the limit
 	if dl, ok := r.req.Context().Deadline(); ok && !end.Before(dl) {
 		return StopDeadline
 	}
