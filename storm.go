@@ -47,10 +47,11 @@ const DefaultReleaseShare = 0.25
 // body that could not be kept) with StopHostGate. The budget bounds,
 // across hosts, the line's probes into hosts proven down, retries plain
 // backoff never sends (see Budget). Only hosts with requests retrying have
-// state: a request to any other host pays one atomic load. The exception
+// state: a request to any other host pays one atomic load. The exceptions
 // to "no later": when only some failures carry a Retry-After, or they name
 // waits of different lengths, a skipped step's successor is a guess at
-// plain backoff's.
+// plain backoff's; and a skipped step stands for an attempt of the
+// request's own attempts' time, which one that would hang does not take.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
