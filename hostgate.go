@@ -192,7 +192,7 @@ func (h *host) noteFresh(now time.Time) {
 // flowEnd is when fresh requests will count as stopped: after as many of
 // their usual gaps as have been seen, up to flowGaps, since a flow seen
 // once is weak evidence and a held retry that waits for fresh requests
-// that never come loses its life. h.mu is held.
+// that never come loses its steps. h.mu is held.
 func (h *host) flowEnd() time.Time {
 	return h.lastFresh.Add(time.Duration(min(h.gaps, flowGaps)) * h.gap)
 }

@@ -18,7 +18,7 @@ type retrier struct {
 	st    *stormState
 	m     *member       // storm control's view of the request, from its first retryable failure
 	start time.Time     // when RoundTrip began; set only with MaxElapsed or while a host has requests retrying
-	sent  time.Time     // when the latest attempt went, when known: how long its failure took tells a held request's life
+	sent  time.Time     // when the latest attempt went, when known: how long its failure took times a held request's skipped steps
 	prev  time.Duration // the previous own wait, for decorrelated jitter
 	ok    bool          // the request ends in the host's answer
 	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
@@ -65,7 +65,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return wait, stop
 	}
 	k := r.step()
-	if k > r.pol.retries() && r.m.skipped > 0 { // its life's last step went and failed
+	if k > r.pol.retries() && r.m.skipped > 0 { // its own backoff's last step went and failed, some skipped
 		return 0, StopHostGate
 	}
 	if k > r.pol.retries() {
@@ -100,7 +100,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 // retryAfter returns the wait resp's Retry-After asks for at now (zero
 // when none), and whether it asks for one that is heeded (see
 // MaxRetryAfter). A zero wait is none: spreading it would draw a random
-// value that a held request's life, drawn ahead, cannot know it needs.
+// value that a held request's next step, drawn or peeked before, did not
+// (TestRetryAfterDoesNotHoldPastPlainBackoff's "zero").
 func (r *retrier) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp == nil || r.t.MaxRetryAfter < 0 {
 		return 0, false
@@ -172,7 +173,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 }
 
 // sending records that attempt n goes now, when that is a retry: how
-// long its failure takes tells a held request's life.
+// long its failure takes times a held request's skipped steps.
 func (r *retrier) sending(n int) {
 	if n > 1 {
 		r.sent = time.Now()
@@ -226,7 +227,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	if resp != nil {
 		start := time.Now()
 		last.body, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
-		r.st.drained(r.m, time.Since(start)) // timed even when the attempt was not: a life is fitted by it (see drawLife)
+		r.st.drained(r.m, time.Since(start)) // timed even when the attempt was not: a held request's deadline is fitted with it (see lastStep)
 	}
 	return last
 }
