@@ -82,14 +82,10 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 	defer timer.Stop()
 	for now := time.Now(); now.Before(due); now = time.Now() {
 		send, wake := m.h.poll(m, now, false)
-		switch {
-		case send && r.st.budgetLets(m, now):
-			r.m.extra, r.m.left = r.m.extra+1, heldStep{from: due}
+		if send { // released by the host's answers: the budget is not asked (see budgetLets)
+			m.extra, m.left = m.extra+1, heldStep{from: due}
 			r.st.sent(m, now)
 			return true, StopNone
-		case send:
-			m.h.refused(m, now)
-			continue
 		}
 		timer.Reset(earlierOf(wake, due).Sub(now))
 		select {
