@@ -26,25 +26,25 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
 	m.h.wait(m, place{limit: r.limit(), spare: true}) // a retry sent at once stands for this step: no next to be back by
-	// At its first hold, the step it is due at goes only as a retry
-	// between steps would (released, alone, or as the line's probe): on a
-	// dead host, stale news let four goroutines' first holds send 4.4
-	// attempts per call against plain backoff's 6, 3.6 so. Later steps,
-	// and the step a retry sent between steps left, go by the step's rules.
-	cur, atDue := heldStep{from: due}, !wasLeft && !m.inLine
+	// The step it is due at goes by the step's rules, as every later one:
+	// when it went only as a retry between steps would, groups on a
+	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
+	// dead host gets 4.4 attempts per call for it, against 3.6 (plain
+	// backoff 6).
+	cur := heldStep{from: due}
 	if wasLeft { // the step a retry between steps left, come when it was to, however late that retry is back
 		cur.from = earlierOf(due, m.stepDue)
 	}
-	for ; ; atDue = false {
+	for {
 		now, next := time.Now(), cur.at()
-		atStep := !now.Before(next) && !atDue
+		atStep := !now.Before(next)
 		if atStep { // whether it is the last is known only now, the host's Retry-After timing the next
 			m.h.setLast(m, r.lastStep(r.step(), next))
 		}
 		send, wake := m.h.poll(m, now, atStep)
 		switch {
 		case send && st.budgetLets(m, now):
-			if !atStep && !atDue { // an extra retry: the step still comes
+			if !atStep { // an extra retry: the step still comes
 				m.extra, m.left = m.extra+1, cur
 			}
 			m.inLine = true
@@ -52,7 +52,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		case send:
 			m.h.refused(m, now) // the line's probe waits for a token, in line
 			continue
-		case atStep, atDue:
+		case atStep:
 			cur = r.nextStep(next)
 			m.h.wait(m, r.place(cur.at(), false))
 			continue

@@ -581,15 +581,16 @@ func TestBurstAgainstASlowServer(t *testing.T) {
 // TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl: four
 // goroutines calling a host that never answers each get their failure
 // when their own backoff runs out, as without storm control, however many
-// of their retries the host gate holds instead of sending: about 3.4 per
-// call of the 6 plain backoff sends (2.5 before a step went on stale news,
-// docs/storm-control.md rule 5).
+// of their retries the host gate holds instead of sending: about 4.4 per
+// call of the 6 plain backoff sends (3.6 while the step a retry was due at
+// went only as a retry between steps would; 2.5 before a step went on
+// stale news: docs/storm-control.md rule 5).
 func TestConcurrentRequestsToADeadHostFailAsSoonAsWithoutStormControl(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		sc := fleetScenario{workers: 4, calls: 20, down: [2]time.Duration{0, time.Hour}, duration: time.Second, latency: time.Millisecond, seed: seed}
 		on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
 		mOn, mOff := on.metrics(), off.metrics()
-		if ratio := meanLatency(on) / meanLatency(off); ratio > 1.15 || ratio < 0.85 || mOn.attemptsPerRequest > 0.65*mOff.attemptsPerRequest {
+		if ratio := meanLatency(on) / meanLatency(off); ratio > 1.15 || ratio < 0.85 || mOn.attemptsPerRequest > 0.8*mOff.attemptsPerRequest {
 			t.Errorf("seed %d: mean time to fail %.2fx of off's; %.2f attempts per request, %.2f without", seed, ratio, mOn.attemptsPerRequest, mOff.attemptsPerRequest)
 		}
 	}
