@@ -154,7 +154,13 @@ func (r *retrier) nextStep(at time.Time) heldStep {
 
 // lastStep reports whether retry k, due at at, is the request's last: no
 // retry follows it, or the next one's wait would end past the deadline or
-// MaxElapsed, as plain backoff would not start it.
+// MaxElapsed, as plain backoff would not start it. Until one of its
+// attempts is timed, its attempts, and the steps it skipped, are taken to
+// last as long as the host's longest (see skipTime): a step taken for the
+// last too early goes on as plain backoff once its attempt is timed (see
+// heldWait); with the host's average attempt, and none for a skipped
+// step, a request whose attempts took longer than the others' ended up
+// to 2.2 s after plain backoff.
 func (r *retrier) lastStep(k int, at time.Time) bool {
 	if k >= r.pol.retries() || !replayable(r.req, r.t.RetryAllMethods) {
 		return true

@@ -207,14 +207,16 @@ func (h *host) timed(m *member) bool {
 	return m.took.timed || h.took.timed
 }
 
-// attemptTime is a running average of the time failed attempts take.
+// attemptTime is a running average of the time failed attempts take, and
+// the longest.
 type attemptTime struct {
-	avg   time.Duration
-	timed bool // avg has been measured
+	avg, longest time.Duration
+	timed        bool // avg has been measured
 }
 
 // note adds an attempt's time to the average.
 func (a *attemptTime) note(took time.Duration) {
+	a.longest = max(a.longest, took)
 	if !a.timed {
 		a.avg, a.timed = took, true
 		return

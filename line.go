@@ -51,16 +51,17 @@ func (m *member) nudge() {
 // skipTime returns how long a skipped step of m stands for: an attempt
 // of its own and its drain, none until one of its attempts is timed, so
 // that a step comes no later than plain backoff's; fit, the time its
-// next step's attempt is fitted to the deadline with, the host's until
-// one of its own is timed, so that it fits no step plain backoff does
-// not; and the Retry-After its next step waits, while the host still
-// says one.
+// next step's attempt is fitted to the deadline with, and, until one of
+// its own attempts is timed, the steps it skipped: each the host's
+// longest, so that a step is taken for its last too early rather than too
+// late (see lastStep); and the Retry-After its next step waits, while
+// the host still says one.
 func (h *host) skipTime(m *member) (took, fit, floor time.Duration, timed bool, drain time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	took, fit, timed = m.took.avg, m.took.avg, m.took.timed
 	if !m.took.timed {
-		fit = h.took.avg
+		fit = times(m.untimed+1, h.took.longest)
 	}
 	if h.saysWait {
 		floor = m.floor

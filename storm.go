@@ -50,8 +50,11 @@ const DefaultReleaseShare = 0.25
 // state: a request to any other host pays one atomic load. The exceptions
 // to "no later": when only some failures carry a Retry-After, or they name
 // waits of different lengths, a skipped step's successor is a guess at
-// plain backoff's; and a skipped step stands for an attempt of the
-// request's own attempts' time, which one that would hang does not take.
+// plain backoff's; a skipped step stands for an attempt of the request's
+// own attempts' time, which one that would hang does not take; and until
+// one of its attempts is timed (its first went while none of the
+// Transport's requests was retrying), a deadline is fitted with the
+// host's longest failed attempt, which its own may outlast.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {

@@ -1005,11 +1005,14 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 		name    string
 		tr      *Transport
 		perCall bool // the request carries a Policy of its own (WithPolicy)
+		limited bool // the request has a deadline
 	}{
-		{"bare", nil, false},
-		{"storm-on", &Transport{}, false},
-		{"storm-off", &Transport{Storm: stormOff}, false},
-		{"per-call-policy", &Transport{}, true},
+		{"bare", nil, false, false},
+		{"storm-on", &Transport{}, false, false},
+		{"storm-off", &Transport{Storm: stormOff}, false, false},
+		{"per-call-policy", &Transport{}, true, false},
+		{"bare-deadline", nil, false, true},
+		{"storm-on-deadline", &Transport{}, false, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -1022,6 +1025,11 @@ func BenchmarkRoundTripSuccess(b *testing.B) {
 			req := httptest.NewRequest("GET", "http://x/", nil)
 			if c.perCall {
 				req = req.WithContext(WithPolicy(req.Context(), Policy{MaxRetries: 2}))
+			}
+			if c.limited {
+				ctx, cancel := context.WithTimeout(req.Context(), time.Hour)
+				defer cancel()
+				req = req.WithContext(ctx)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
