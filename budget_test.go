@@ -2,10 +2,13 @@ package httpretry
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -328,5 +331,44 @@ func TestBudgetGetsBackATokenTakenForARetryNeverSent(t *testing.T) {
 		wg.Wait()
 		assert.Equal(t, int64(4), retries.Load(), "one retry of the cancelled request, three of the other")
 		assert.InDelta(t, 5-float64(retries.Load()), budget.available(time.Now()), 0.01, "the bucket spent by the retries sent, no more")
+	})
+}
+
+// TestBudgetGetsBackATokenOfARetryWhoseBodyCannotBeProduced: with
+// NoHostGate, a PUT's retry is let through by the budget, whose token was
+// charged once its wait ended; its GetBody then failed, the retry was
+// never sent, and the token was kept (a review's find). The budget is now
+// charged when the retry goes, after its body has been produced again.
+func TestBudgetGetsBackATokenOfARetryWhoseBodyCannotBeProduced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := &Budget{Burst: 3, Ratio: -1, Reserve: -1}
+		tr := &Transport{
+			Policy: Policy{MaxRetries: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: JitterNone},
+			Storm:  StormControl{NoHostGate: true, Budget: budget},
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Body != nil {
+					_, _ = io.Copy(io.Discard, r.Body)
+				}
+				return response(503, ""), nil
+			})}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { // retrying on another host, so that the budget is asked about the PUT's retry
+			p := Policy{MaxRetries: 1000, BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: JitterNone}
+			resp, err := tr.RoundTrip(httptest.NewRequestWithContext(WithPolicy(ctx, p), "GET", "http://other/", nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+		})
+		synctest.Wait()
+		before := budget.available(time.Now())
+		req := httptest.NewRequest("PUT", "http://h/", strings.NewReader("x"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("cannot rewind") }
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err, "the 503 before the retry not sent comes back")
+		resp.Body.Close()
+		assert.Equal(t, before, budget.available(time.Now()), "tokens after a retry never sent")
+		cancel()
+		wg.Wait()
 	})
 }

@@ -84,7 +84,6 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 		send, wake := m.h.poll(m, now, false)
 		if send { // released by the host's answers: the budget is not asked (see budgetLets)
 			m.extra, m.left = m.extra+1, heldStep{from: due}
-			r.st.sent(m, now)
 			return true, StopNone
 		}
 		timer.Reset(earlierOf(wake, due).Sub(now))

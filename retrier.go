@@ -166,17 +166,17 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if wasHeld {
 		held = time.Since(due)
 	}
-	if stop == StopNone {
-		r.st.sent(r.m, time.Now())
-	}
 	return own + held, held, stop
 }
 
 // sending records that attempt n goes now, when that is a retry: how
-// long its failure takes times a held request's skipped steps.
+// long its failure takes times a held request's skipped steps, and the
+// budget is charged for it only now, once its body has been produced
+// again (a retry never sent gets its token back: see stormState.end).
 func (r *retrier) sending(n int) {
 	if n > 1 {
 		r.sent = time.Now()
+		r.st.sent(r.m, r.sent)
 	}
 }
 
