@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"time"
 )
 
 // attemptKey is the context key of an attempt's number.
@@ -35,7 +34,6 @@ func Attempt(ctx context.Context) int {
 type attempt struct {
 	req    *http.Request
 	cancel context.CancelCauseFunc // nil without AttemptTimeout
-	timer  *time.Timer             // fires cancel(ErrAttemptTimeout)
 }
 
 // newAttempt builds attempt n's request. The first attempt sends the
@@ -51,10 +49,8 @@ func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (att
 		ctx = withAttempt(ctx, n)
 	}
 	var a attempt
-	if t.AttemptTimeout > 0 {
+	if t.AttemptTimeout > 0 { // its timer starts as it goes (see send)
 		ctx, a.cancel = context.WithCancelCause(ctx)
-		cancel := a.cancel
-		a.timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(ErrAttemptTimeout) })
 	}
 	a.req = req.Clone(ctx)
 	if err := body.attemptBody(a.req, req, n); err != nil {
@@ -64,13 +60,6 @@ func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (att
 	return a, nil
 }
 
-// stopTimer ends the attempt's timeout once its response headers are in.
-// fired reports that the timeout had already fired: its cancel may still
-// be on its way, so the attempt's context cannot be trusted to show it yet.
-func (a attempt) stopTimer() (fired bool) {
-	return a.timer != nil && !a.timer.Stop()
-}
-
 // timedOut reports whether the attempt's own timeout ended it.
 func (a attempt) timedOut() bool {
 	return a.cancel != nil && context.Cause(a.req.Context()) == ErrAttemptTimeout
@@ -78,7 +67,6 @@ func (a attempt) timedOut() bool {
 
 // release ends the attempt's context; its response is no longer needed.
 func (a attempt) release() {
-	a.stopTimer()
 	if a.cancel != nil {
 		a.cancel(context.Canceled)
 	}

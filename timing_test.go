@@ -310,6 +310,36 @@ func TestAttemptTimeoutRetriesASlowAttempt(t *testing.T) {
 	})
 }
 
+// TestAttemptTimeoutStartsAfterOnRetry: OnRetry takes 60 ms (a slow log
+// sink), AttemptTimeout is 50 ms, and the server answers in 10 ms. The
+// timeout started before OnRetry ran, so every retry reached Base with
+// its context already cancelled and the request failed with
+// ErrAttemptTimeout (a review's find); it now starts as the attempt goes.
+func TestAttemptTimeoutStartsAfterOnRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		tr := &Transport{AttemptTimeout: 50 * time.Millisecond, Random: half,
+			Policy:  Policy{MaxRetries: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: JitterNone},
+			OnRetry: func(RetryEvent) { time.Sleep(60 * time.Millisecond) }, // virtual: synctest's clock
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				calls++
+				if err := r.Context().Err(); err != nil {
+					return nil, err
+				}
+				time.Sleep(10 * time.Millisecond) // virtual
+				if calls == 1 {
+					return response(503, ""), nil
+				}
+				return response(200, ""), nil
+			})}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, 2, calls, "the first retry is answered")
+	})
+}
+
 func TestAttemptTimeoutOnLastAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := newClocked(hang)

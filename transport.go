@@ -144,8 +144,9 @@ type Transport struct {
 	// bodies that must stream as they are written, such as a pipe.
 	MaxBufferedBody int64
 
-	// AttemptTimeout bounds each attempt until its response headers arrive;
-	// the attempt then fails with ErrAttemptTimeout and is retried. Reading
+	// AttemptTimeout bounds each attempt, from when it goes to Base (after
+	// OnRetry), until its response headers arrive; the attempt then fails
+	// with ErrAttemptTimeout and is retried. Reading
 	// a returned body is bounded by the request's context only. Zero or
 	// negative means no per-attempt timeout.
 	AttemptTimeout time.Duration
@@ -307,8 +308,14 @@ func (t *Transport) classify(req *http.Request, resp *http.Response, err error) 
 // send runs one attempt through Base and holds Base to the RoundTripper
 // contract: exactly one of the response and the error is non-nil.
 func (t *Transport) send(a attempt) (*http.Response, error) {
+	var timer *time.Timer
+	if cancel := a.cancel; cancel != nil { // the attempt's timeout starts as it goes: OnRetry's time is not the attempt's
+		timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(ErrAttemptTimeout) })
+	}
 	resp, err := t.base().RoundTrip(a.req)
-	fired := a.stopTimer()
+	// Headers in, the timeout ends; fired: it had already fired, its cancel
+	// perhaps still on its way, so the context cannot be trusted to show it.
+	fired := timer != nil && !timer.Stop()
 	switch {
 	case err != nil && resp != nil:
 		discard(a.req.Context(), resp) // as http.Client does, the error wins
