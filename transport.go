@@ -240,7 +240,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return r.rewindFailed(ev, last, n, err)
 		}
 		if n > 1 && t.OnRetry != nil {
-			t.OnRetry(ev)
+			t.announce(a, ev)
 		}
 
 		// Send.
@@ -334,6 +334,19 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// announce tells OnRetry of the retry a is about to send; when OnRetry
+// panics, a's context is released on the way out, as no timer will.
+func (t *Transport) announce(a attempt, ev RetryEvent) {
+	announced := false
+	defer func() {
+		if !announced {
+			a.release()
+		}
+	}()
+	t.OnRetry(ev)
+	announced = true
 }
 
 // giveUp reports a retryable outcome that ends its request.

@@ -1,0 +1,56 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// countingParent is a caller's context of its own kind that counts the
+// contexts derived from it that registered with it (context.WithCancelCause
+// calls AfterFunc on a parent that has one) and those that let go of it
+// (when they are cancelled).
+type countingParent struct {
+	context.Context
+	done                 chan struct{} // never closed: not the embedded one's, so that derived contexts register
+	registered, released atomic.Int32
+}
+
+func (p *countingParent) Done() <-chan struct{} { return p.done }
+
+func (p *countingParent) AfterFunc(f func()) func() bool {
+	p.registered.Add(1)
+	stop := context.AfterFunc(p.Context, f)
+	return func() bool { p.released.Add(1); return stop() }
+}
+
+// TestPanickingOnRetryReleasesTheRetrysContext: with an AttemptTimeout,
+// a retry's context is built before OnRetry runs and, since the timeout
+// starts as the attempt goes, only the attempt's end cancels it. When
+// OnRetry panicked, nothing did: the context stayed registered with the
+// caller's, and a goroutine watched a caller's context of its own kind,
+// until the caller's ended (a review's find).
+func TestPanickingOnRetryReleasesTheRetrysContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingParent{Context: context.Background(), done: make(chan struct{})}
+		tr := &Transport{AttemptTimeout: 50 * time.Millisecond, Random: half,
+			Policy:  Policy{MaxRetries: 3, BaseDelay: 10 * time.Millisecond},
+			OnRetry: func(RetryEvent) { panic("log sink down") },
+			Base:    roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+		func() {
+			defer func() { _ = recover() }()
+			resp, err := tr.RoundTrip(httptest.NewRequestWithContext(p, "GET", "http://h/", nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+			t.Error("OnRetry's panic did not reach the caller")
+		}()
+		if p.registered.Load() == 0 || p.registered.Load() != p.released.Load() {
+			t.Errorf("attempt contexts registered with the caller's %d, released %d", p.registered.Load(), p.released.Load())
+		}
+	})
+}
