@@ -42,9 +42,8 @@ const DefaultReleaseShare = 0.25
 // backoffs in line too, where only the host's answers bring it forward.
 // So a held request ends no later, and after no more attempts, than
 // without storm control, and never goes before a Retry-After it was told
-// ends. A hold
-// that the deadline reaches returns the last outcome (see Error for a
-// body that could not be kept) with StopHostGate. The budget bounds,
+// ends. A hold that the deadline reaches returns the last outcome (see
+// Error for a body that could not be kept) with StopHostGate. The budget bounds,
 // across hosts, the line's probes into hosts proven down, retries plain
 // backoff never sends (see Budget). Only hosts with requests retrying have
 // state: a request to any other host pays one atomic load. The exceptions
