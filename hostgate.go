@@ -214,7 +214,7 @@ type attemptTime struct {
 	timed        bool // avg has been measured
 }
 
-// note adds an attempt's time to the average.
+// note adds an attempt's time to the average and the longest.
 func (a *attemptTime) note(took time.Duration) {
 	a.longest = max(a.longest, took)
 	if !a.timed {
