@@ -71,8 +71,9 @@ type Budget struct {
 
 // countRequest counts a request sent, only while the bucket is short: the
 // atomic add cost the success path 4 ns of 30 (BenchmarkRoundTripSuccess).
+// A nil Budget (off) counts nothing.
 func (b *Budget) countRequest() {
-	if b.short.Load() {
+	if b != nil && b.short.Load() {
 		b.requests.Add(1)
 	}
 }

@@ -57,18 +57,26 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 			m.h.wait(m, r.place(cur.at(), false))
 			continue
 		}
-		timer.Reset(earlierOf(wake, next).Sub(now))
-		select {
-		case <-ctx.Done():
-			m.h.abandon(m, time.Now())
-			if ctx.Err() == context.DeadlineExceeded {
-				return true, StopHostGate // the deadline is a hold's limit, not a failure
-			}
+		if err := m.pause(ctx, timer, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
+			return true, StopHostGate // the deadline is a hold's limit, not a failure
+		} else if err != nil {
 			return true, StopCanceled
-		case <-m.wake:
-		case <-timer.C:
 		}
 	}
+}
+
+// pause waits d, or until m is nudged, and returns ctx's error if it ends
+// first, m then out of line.
+func (m *member) pause(ctx context.Context, timer *time.Timer, d time.Duration) error {
+	timer.Reset(d)
+	select {
+	case <-ctx.Done():
+		m.h.abandon(m, time.Now())
+		return ctx.Err()
+	case <-m.wake:
+	case <-timer.C:
+	}
+	return nil
 }
 
 // waitInLine waits, in its host's line, until due, the step of a request
@@ -86,13 +94,8 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 			m.extra, m.left = m.extra+1, heldStep{from: due}
 			return true, StopNone
 		}
-		timer.Reset(earlierOf(wake, due).Sub(now))
-		select {
-		case <-ctx.Done():
-			m.h.abandon(m, time.Now())
-			return false, stopFor(ctx.Err())
-		case <-m.wake:
-		case <-timer.C:
+		if err := m.pause(ctx, timer, earlierOf(wake, due).Sub(now)); err != nil {
+			return false, stopFor(err)
 		}
 	}
 	return false, StopNone
@@ -252,10 +255,7 @@ func (r *retrier) limit() time.Time {
 }
 
 // limited reports whether a deadline or MaxElapsed bounds the request.
-func (r *retrier) limited() bool {
-	_, ok := r.req.Context().Deadline()
-	return ok || r.t.MaxElapsed > 0
-}
+func (r *retrier) limited() bool { return !r.limit().IsZero() }
 
 // step returns the retry the request waits for: its attempts sent, but
 // those sent between steps, and the steps it has skipped.

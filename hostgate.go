@@ -134,10 +134,12 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 
 // answered records that the named host answered a request (m is nil when
 // it never failed) whose attempt went at sent (zero when not known). A
-// host without state costs one atomic load.
+// host without state costs one atomic load; a nil set (the gate off), none.
 func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 	var h *host
-	if m != nil { // a member has its host's state (join), nil with the gate off
+	if s == nil {
+		return
+	} else if m != nil { // a member has its host's state (join), nil with the gate off
 		h = m.h
 	} else if s.active.Load() > 0 {
 		s.mu.RLock()
@@ -199,13 +201,6 @@ func (h *host) flowEnd() time.Time {
 
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
-
-// timed reports whether m's attempts or the host's have been timed.
-func (h *host) timed(m *member) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return m.took.timed || h.took.timed
-}
 
 // attemptTime is a running average of the time failed attempts take, and
 // the longest.

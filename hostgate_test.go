@@ -34,7 +34,7 @@ var far = time.Now().Add(100 * 365 * 24 * time.Hour)
 // holdAt asks the gate about m's retry at now and, when it is held, puts
 // it in line, as retrier.hold does, its next step far off.
 func holdAt(h *host, m *member, now time.Time) bool {
-	if !h.ask(m, now) {
+	if !h.ask(m, false, now) {
 		return false
 	}
 	h.wait(m, place{nextAt: far, last: m.last, spare: true})
@@ -44,7 +44,7 @@ func holdAt(h *host, m *member, now time.Time) bool {
 // held asks the gate about m's retry at now, as stormState.hold does:
 // whether the retry waits rather than going at once.
 func held(h *host, m *member, now time.Time) bool {
-	if !h.ask(m, now) {
+	if !h.ask(m, false, now) {
 		return false
 	}
 	h.wait(m, place{nextAt: far, last: m.last, spare: true})
@@ -474,13 +474,13 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 		failAt(s, ms[i%3], i, time.Millisecond)
 	}
 	h := ms[0].h
-	if !h.ask(ms[1], at(100)) {
+	if !h.ask(ms[1], false, at(100)) {
 		t.Fatal("not held 100 ms into an outage of 1 ms failures")
 	}
 	for range 8 { // attempts sent a minute before, hung until now
 		failAt(s, ms[0], 2000, time.Minute)
 	}
-	if !h.ask(ms[2], at(10_000)) {
+	if !h.ask(ms[2], false, at(10_000)) {
 		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took.avg)
 	}
 }

@@ -130,10 +130,15 @@ func (h *host) release(now time.Time) {
 
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only with another request to the host retrying, and the host
-// proven down or a Retry-After told (rule 1).
-func (h *host) ask(m *member, now time.Time) (held bool) {
+// proven down or a Retry-After told (rule 1); with a deadline or
+// MaxElapsed (limited), only once an attempt to the host has been timed,
+// as a skipped step stands for one.
+func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if limited && !m.took.timed && !h.took.timed {
+		return false
+	}
 	down := h.provenDown(now)
 	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
 	told := m.toldIn.Equal(h.since)              // an outage the host has since answered out of told it nothing of this one

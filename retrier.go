@@ -30,9 +30,9 @@ func (t *Transport) newRetrier(req *http.Request) retrier {
 	// storm), but count in a Budget the copy shares with it.
 	st := t.storm()
 	if st.owner == t {
-		st.counts()
-	} else if b := t.Storm.Budget; b != nil && !t.Storm.NoBudget {
-		b.countRequest()
+		st.budget.countRequest()
+	} else if !t.Storm.NoBudget {
+		t.Storm.Budget.countRequest()
 	}
 	if t.MaxElapsed > 0 || st.timing() {
 		now := time.Now()
@@ -186,7 +186,7 @@ func (r *retrier) answered(n int, err error) {
 	if err == nil {
 		r.ok = true
 		if r.m != nil || r.st.owner == r.t { // see newRetrier
-			r.st.answered(r.req.URL.Host, r.m, n == 1, r.sent)
+			r.st.hosts.answered(r.req.URL.Host, r.m, n == 1, r.sent)
 		}
 	}
 }

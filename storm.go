@@ -18,42 +18,31 @@ const DefaultReleaseShare = 0.25
 // worse, and stays out of the way of a request that is alone on its host.
 // Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The model, per host: a retry that has waited its own backoff is held only
-// while another request to the host is retrying and the host is proven down
-// (it answered none of its last 16 attempts, over at least twice the time a
-// failed attempt takes), or while a Retry-After told it to wait during the
-// outage under way; one that waited a Retry-After of its own, which the
-// other requests' latest failure does not say, is not held. A held request
-// keeps its own backoff's steps, each drawn when the one before it comes,
-// as plain backoff draws its waits: at each it goes if the host may be
-// back (it answers again, or no failure is newer than the request's own
-// news of it) or if the step is its last (no wait of plain backoff follows
-// it), and otherwise skips it, taken as an attempt that failed as long as
-// its own take, its next step waiting the Retry-After it was told last
-// while the host still says one. Between steps it waits in line: the
-// host's answers let held retries go, oldest first, each answer earning
-// ReleaseShare of a release, a share grown by answers and halved by
-// failures as TCP's window; while no fresh requests reach the host, the
-// oldest held retry probes it at its own backoff's pace, counted from the
-// host's latest failure. A retry sent between steps stands for a step
-// skipped before it, and must be back before its next step; that step
-// still comes, unless a Retry-After told to the retry outlasts it: then
-// the retry stood for it. Held once, a request waits its later own
-// backoffs in line too, where only the host's answers bring it forward.
-// So a held request ends no later, and after no more attempts, than
-// without storm control, and never goes before a Retry-After it was told
-// ends. A hold that the deadline reaches returns the last outcome (see
-// Error for a body that could not be kept) with StopHostGate. The budget bounds,
-// across hosts, the line's probes into hosts proven down, retries plain
-// backoff never sends (see Budget). Only hosts with requests retrying have
-// state: a request to any other host pays one atomic load. The exceptions
-// to "no later": when only some failures carry a Retry-After, or they name
-// waits of different lengths, a skipped step's successor is a guess at
-// plain backoff's; a skipped step stands for an attempt of the request's
-// own attempts' time, which one that would hang does not take; and until
-// one of its attempts is timed (its first went while none of the
-// Transport's requests was retrying), a deadline is fitted with the
-// host's longest failed attempt, which its own may outlast.
+// The model, per host: a retry that has waited its own backoff is held
+// only while another request to the host is retrying and the host is
+// proven down (none of its last 16 attempts answered, over at least twice
+// a failed attempt's time), or a Retry-After told it to wait out the
+// outage under way; one the server singled out with a Retry-After of its
+// own is not held. A held request keeps its own backoff's steps, drawn as
+// plain backoff draws them: at each it goes if the host may be back (it
+// answers again, or no failure is newer than the request's own news of
+// it) or if the step is its last, and otherwise skips it, counted as an
+// attempt that failed as long as its own take. Between steps it waits in
+// the host's line: each answer of the host earns ReleaseShare of a
+// release for the oldest held retries, a share grown by answers and
+// halved by failures as TCP's window, and while no fresh requests reach
+// the host the oldest probes it at its own backoff's pace; a retry the
+// line lets go stands for a step skipped before it. So a held request
+// ends no later, and after no more attempts, than with plain backoff, and
+// never goes before a Retry-After it was told ends; a hold that the
+// deadline reaches returns the last outcome (see Error for a body that
+// could not be kept) with StopHostGate. The budget bounds, across hosts,
+// the line's probes into hosts proven down (see Budget). Only hosts with
+// requests retrying have state: a request to any other host pays one
+// atomic load. "No later" has three measured exceptions: failures of
+// which only some carry a Retry-After, or which name different waits;
+// attempts that hang; and, against a deadline, attempts longer than any
+// the host has failed before one of the request's own is timed.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
@@ -160,20 +149,6 @@ func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
-// counts counts a request sent, for the budget's tokens.
-func (st *stormState) counts() {
-	if st.budget != nil {
-		st.budget.countRequest()
-	}
-}
-
-// answered records that host answered m's request (see hostSet.answered).
-func (st *stormState) answered(host string, m *member, first bool, sent time.Time) {
-	if st.hosts != nil { // the host gate is on
-		st.hosts.answered(host, m, first, sent)
-	}
-}
-
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
 // known), and whether it came with a Retry-After.
@@ -269,10 +244,9 @@ func (st *stormState) end(m *member, answered bool) {
 }
 
 // holds reports whether m's retry, due at now, is held: the host gate is
-// on and says so (see host.ask); with a deadline or MaxElapsed, only once
-// an attempt to the host has been timed, as a skipped step stands for one.
+// on and says so (see host.ask).
 func (st *stormState) holds(m *member, limited bool, now time.Time) bool {
-	return st.hosts != nil && (!limited || m.h.timed(m)) && m.h.ask(m, now)
+	return st.hosts != nil && m.h.ask(m, limited, now)
 }
 
 // budgetLets reports whether the budget lets a held request's retry go at
