@@ -18,8 +18,8 @@ const (
 	// (fewer while fewer have been seen: see flowEnd).
 	// Retry-After herd: peak after 1.56x of capacity; 4.27x at 4.
 	flowGaps = 8
-	// gapWeight: samples in the moving average of the gap between fresh requests.
-	// Tuned together with flowGaps, whose figures it gives; not swept alone.
+	// gapWeight: samples in the moving average of the gap between fresh requests; caps the gaps flowEnd counts.
+	// Virtual Retry-After herd, seeds 1-4: peak after 1.49-2.54x; 6.1-7.4x at 6, 1.25-2.91x at 16.
 	gapWeight = 8
 	// tookWeight: a failed attempt's time weighs 1/tookWeight in the host's running average.
 	// 500 ms answers: 14,271-14,314 of 14,794 rescued, off 14,325 (14,117 at 1); 8 lags a speedup.
@@ -28,7 +28,7 @@ const (
 	// 12% spare capacity: peak after 4.16x; 4.28x with a fixed share.
 	shareStep = 1.0 / 8
 	// upAfter: attempts in a row answered that make a host up, for a held retry's step.
-	// Default fleet: peak after 3.23x; 4.41x at 1 (off 5.44x).
+	// Loopback flapping host: 100%, p99 1.2-1.3 s; without the rule 98.5-99.2%, 2.6 s.
 	upAfter = 16
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
