@@ -27,9 +27,6 @@ const (
 	// shareStep: the least share, in parts of ReleaseShare, and an answer's growth of it.
 	// 12% spare capacity: peak after 4.16x; 4.28x with a fixed share.
 	shareStep = 1.0 / 8
-	// upAfter: attempts in a row answered that make a host up, for a held retry's step.
-	// Loopback flapping host: 100%, p99 1.2-1.3 s; without the rule 98.5-99.2%, 2.6 s.
-	upAfter = 16
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2

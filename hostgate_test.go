@@ -429,8 +429,8 @@ func TestGateHoldsAtOnceWhenAProvenHostFailsAgain(t *testing.T) {
 	if !holdAt(h, ms[1], at(250)) {
 		t.Fatal("not held 250 ms into an outage of 100 ms attempts")
 	}
-	answerAt(s, h, 300, upAfter) // back, and up
-	for i := range downAfter {   // shedding now
+	answerAt(s, h, 300, 16)    // back
+	for i := range downAfter { // shedding now
 		failAt(s, ms[0], 400+i, 100*time.Millisecond)
 	}
 	if !holdAt(h, ms[1], at(420)) {
@@ -534,5 +534,35 @@ func TestHeldRequestAtItsOwnTimeIsNotRefused(t *testing.T) {
 		}
 		st.end(other, false)
 		st.end(m, false)
+	}
+}
+
+func TestHeldStepGoesWhenTheHostsLatestOutcomeIsAnAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answered bool // the host answered after the failure newer than the step's news
+		goes     bool
+	}{
+		{"latest outcome a failure newer than its news", false, false},
+		{"an answer after it", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(3) // fresh requests flowing, the host down
+			h := ms[0].h
+			if !holdAt(h, ms[1], at(3)) {
+				t.Fatal("not held in an outage with others retrying")
+			}
+			s.failed("h", ms[2], failure{first: true, at: at(5), sent: at(5)}) // newer than ms[1]'s news
+			if tc.answered {
+				answerAt(s, h, 6, 1)
+			}
+			// On a flapping host, plain backoff's retry at this step finds
+			// the host as its latest outcome left it: 1,662 small groups'
+			// requests of 61,449 failed that plain backoff rescued when a
+			// step needed 16 answers in a row, 1,213 now.
+			if send, _ := h.poll(ms[1], at(7), true); send != tc.goes {
+				t.Errorf("step went %v, want %v", send, tc.goes)
+			}
+		})
 	}
 }

@@ -229,18 +229,18 @@ func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time
 	return true, time.Time{}
 }
 
-// stepGoes reports whether m's step, come at now, goes: the host is back
-// (for a step not waiting a Retry-After), or no failure is newer than m's
-// own news of it, so that alone it would know no more (rule 5); otherwise
-// the step is skipped, its news taken for the attempt it skips. h.mu is
-// held.
+// stepGoes reports whether m's step, come at now, goes: the host's latest
+// outcome is an answer (for a step not waiting a Retry-After), or fresh
+// requests have stopped and no failure is newer than m's own news of the
+// host, so that alone it would know no more (rule 5); otherwise the step
+// is skipped, its news taken for the attempt it skips. h.mu is held.
 func (h *host) stepGoes(m *member, now time.Time) bool {
-	stale := (!h.flowing(now) || h.streak > 0 && m.floor == 0) && !h.downSeen.After(m.downNews)
+	stale := !h.flowing(now) && !h.downSeen.After(m.downNews)
 	m.downNews = laterOf(m.downNews, h.downSeen)
 	if h.down() {
 		m.downStep = now
 	}
-	return h.streak >= upAfter && m.floor == 0 || stale
+	return h.streak > 0 && m.floor == 0 || stale
 }
 
 // inGrace reports whether the host answered within an attempt's time of

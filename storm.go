@@ -24,10 +24,10 @@ const DefaultReleaseShare = 0.25
 // a failed attempt's time), or a Retry-After told it to wait out the
 // outage under way; one the server singled out with a Retry-After of its
 // own is not held. A held request keeps its own backoff's steps, drawn as
-// plain backoff draws them: at each it goes if the host may be back (it
-// answers again, or no failure is newer than the request's own news of
-// it) or if the step is its last, and otherwise skips it, counted as an
-// attempt that failed as long as its own take. Between steps it waits in
+// plain backoff draws them: at each it goes if the host may be back (its
+// latest outcome is an answer, or no failure is newer than the request's
+// own news of it) or if the step is its last, and otherwise skips it,
+// counted as an attempt that failed as long as its own take. Between steps it waits in
 // the host's line: each answer of the host earns ReleaseShare of a
 // release for the oldest held retries, a share grown by answers and
 // halved by failures as TCP's window, and while no fresh requests reach
