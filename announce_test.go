@@ -2,8 +2,10 @@ package httpretry
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -53,4 +55,49 @@ func TestPanickingOnRetryReleasesTheRetrysContext(t *testing.T) {
 			t.Errorf("attempt contexts registered with the caller's %d, released %d", p.registered.Load(), p.released.Load())
 		}
 	})
+}
+
+// closeRecorder is a response body that records whether it was closed.
+type closeRecorder struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
+
+// TestPanickingCallbackClosesTheResponseItHeld: a Classifier or OnGiveUp
+// that panics while the request holds a response nobody else will get
+// left its body, and its connection, open (a review's find).
+func TestPanickingCallbackClosesTheResponseItHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Transport)
+	}{
+		{"Classifier", func(tr *Transport) {
+			tr.Classifier = func(*http.Request, *http.Response, error) (bool, string) { panic("classifier bug") }
+		}},
+		{"OnGiveUp", func(tr *Transport) { tr.OnGiveUp = func(RetryEvent) { panic("log sink down") } }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &closeRecorder{Reader: strings.NewReader("busy")}
+			tr := &Transport{Policy: Policy{MaxRetries: NoRetries},
+				Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+					resp := response(503, "")
+					resp.Body = body
+					return resp, nil
+				})}
+			tc.set(tr)
+			func() {
+				defer func() { _ = recover() }()
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+				t.Error("the callback's panic did not reach the caller")
+			}()
+			if !body.closed.Load() {
+				t.Error("the response the callback held was left open")
+			}
+		})
+	}
 }

@@ -30,7 +30,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     the retries that clone it.
 //  3. The caller's request body is closed exactly once, on every path that
 //     returns: a panic in Base or a callback unwinds past it, as it does
-//     through net/http's Client, and leaves the body to Base.
+//     through net/http's Client, and leaves the body to Base. A response
+//     that a panicking Classifier or OnGiveUp was given is closed.
 //  4. An outcome is retried only when the Classifier calls it retryable and
 //     the request may be replayed: its method is idempotent (GET, HEAD,
 //     OPTIONS, TRACE, PUT, DELETE), it carries an Idempotency-Key or
@@ -296,13 +297,31 @@ func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) 
 func (t *Transport) classify(req *http.Request, resp *http.Response, err error) (bool, string) {
 	switch {
 	case t.Classifier != nil:
-		return t.Classifier(req, resp, err)
+		return t.classifyCustom(req, resp, err)
 	case err != nil:
 		return classifyFailure(req, err)
 	case t.RetryableStatuses != nil:
 		return classifyStatus(resp.StatusCode, t.RetryableStatuses)
 	}
 	return classifyStatus(resp.StatusCode, defaultRetryableStatuses[:])
+}
+
+// classifyCustom applies the Classifier; when it panics, resp's body is
+// closed on the way out, as no one else holds it.
+func (t *Transport) classifyCustom(req *http.Request, resp *http.Response, err error) (retry bool, reason string) {
+	done := false
+	defer closeUnlessDone(resp, &done)
+	retry, reason = t.Classifier(req, resp, err)
+	done = true
+	return retry, reason
+}
+
+// closeUnlessDone closes resp's body unless done: a callback that panicked
+// holding the response would otherwise leave its connection open.
+func closeUnlessDone(resp *http.Response, done *bool) {
+	if !*done && resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
 }
 
 // send runs one attempt through Base and holds Base to the RoundTripper
@@ -349,11 +368,16 @@ func (t *Transport) announce(a attempt, ev RetryEvent) {
 	announced = true
 }
 
-// giveUp reports a retryable outcome that ends its request.
+// giveUp reports a retryable outcome that ends its request; when
+// OnGiveUp panics, the response it was shown, which the caller will not
+// get, is closed on the way out.
 func (t *Transport) giveUp(e RetryEvent, stop StopReason) {
 	if t.OnGiveUp != nil {
 		e.Stop = stop
+		done := false
+		defer closeUnlessDone(e.Response, &done)
 		t.OnGiveUp(e)
+		done = true
 	}
 }
 
