@@ -324,7 +324,8 @@ func drainKeeping(ctx context.Context, resp *http.Response, head bool) ([]byte, 
 // body whole: afterwards resp.Body yields the peeked bytes followed by the
 // rest, and closing it closes the original. It is meant for a Classifier
 // that decides on the body's content. A read error other than io.EOF is
-// returned with the bytes read so far, which stay in the body too.
+// returned with the bytes read so far, which stay in the body too: a body
+// cut short of its Content-Length gives io.ErrUnexpectedEOF.
 func PeekBody(resp *http.Response, n int) ([]byte, error) {
 	if resp == nil || resp.Body == nil || n <= 0 {
 		return nil, nil
@@ -333,7 +334,7 @@ func PeekBody(resp *http.Response, n int) ([]byte, error) {
 	var b bytes.Buffer
 	_, err := io.CopyN(&b, resp.Body, int64(n))
 	buf := b.Bytes()
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
+	if err == io.EOF {
 		err = nil
 	}
 	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}

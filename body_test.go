@@ -332,6 +332,13 @@ func TestPeekBodyLeavesTheBodyWhole(t *testing.T) {
 	assert.ErrorIs(t, err, iotest.ErrTimeout)
 	assert.Equal(t, "abcdef", string(peek))
 
+	// A body cut short of its Content-Length is an error the Classifier
+	// sees (a review found it taken for the body's end).
+	truncated := &http.Response{Body: io.NopCloser(iotest.DataErrReader(io.MultiReader(strings.NewReader("0123456789"), iotest.ErrReader(io.ErrUnexpectedEOF))))}
+	peek, err = PeekBody(truncated, 200)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Equal(t, "0123456789", string(peek))
+
 	peek, err = PeekBody(nil, 10)
 	assert.NoError(t, err)
 	assert.Nil(t, peek)
