@@ -103,7 +103,10 @@ func classifyError(err error) (bool, string) {
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return true, "connection timed out"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return true, "connection closed before a response" // no response means the error came first
+		// No response means the error came first. A head cut off inside a
+		// line reaches here as net/http's malformed response, which cannot
+		// be told from a server that does not speak HTTP: not retried.
+		return true, "connection closed before a response"
 	case isTimeout(err):
 		return true, "network timeout"
 	}
