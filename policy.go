@@ -148,7 +148,7 @@ func decorrelatedJitter(prev, base, limit time.Duration, u float64) time.Duratio
 	if d >= float64(limit) {
 		return limit
 	}
-	return min(time.Duration(d), limit)
+	return min(max(time.Duration(d), base), limit) // float64 rounds a base of years below itself
 }
 
 // clampUnit maps u into [0, 1); NaN becomes 0.

@@ -129,3 +129,14 @@ func TestTimesSaturates(t *testing.T) {
 		}
 	}
 }
+
+// TestDecorrelatedJitterNeverGoesBelowBase: a base of decades has more
+// digits than float64 keeps, and a wait drawn near it rounded below it
+// (a review found one 170 ns short of a 97-year base).
+func TestDecorrelatedJitterNeverGoesBelowBase(t *testing.T) {
+	base := time.Duration(1<<61 + 1) // float64(base) rounds down
+	p := Policy{BaseDelay: base, MaxDelay: time.Duration(math.MaxInt64), Jitter: JitterDecorrelated}
+	if got := p.Delay(2, base, 0); got < base {
+		t.Errorf("Delay = %v, below BaseDelay %v by %v", got, base, base-got)
+	}
+}
