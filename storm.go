@@ -41,8 +41,11 @@ const DefaultReleaseShare = 0.25
 // requests retrying have state: a request to any other host pays one
 // atomic load. "No later" has three measured exceptions: failures of
 // which only some carry a Retry-After, or which name different waits;
-// attempts that hang; and, against a deadline, attempts longer than any
-// the host has failed before one of the request's own is timed.
+// attempts that take longer than plain backoff's would have (a skipped
+// step stands for one of the request's own: one that hung, or went in a
+// burst's congestion, stands long); and, against a deadline, attempts
+// longer than any the host has failed before one of the request's own is
+// timed.
 // docs/storm-control.md gives each rule, its fine print and the figure
 // behind it.
 type StormControl struct {
