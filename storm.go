@@ -25,14 +25,15 @@ const DefaultReleaseShare = 0.25
 // outage under way; one the server singled out with a Retry-After of its
 // own is not held. A held request keeps its own backoff's steps, drawn as
 // plain backoff draws them: at each it goes if the host may be back (its
-// latest outcome is an answer, or no failure is newer than the request's
-// own news of it) or if the step is its last, and otherwise skips it,
-// counted as an attempt that failed as long as its own take. Between steps it waits in
-// the host's line: each answer of the host earns ReleaseShare of a
-// release for the oldest held retries, a share grown by answers and
-// halved by failures as TCP's window, and while no fresh requests reach
-// the host the oldest probes it at its own backoff's pace; a retry the
-// line lets go stands for a step skipped before it. So a held request
+// latest outcome is an answer, or, no fresh requests coming, no failure
+// is newer than the request's own news of it) or if the step is its
+// last, and otherwise skips it, counted as an attempt that failed as long
+// as its own take. Between steps it waits in the host's line: each
+// answer of the host earns ReleaseShare of a release for the oldest held
+// retries, a share grown by answers and halved by failures as TCP's
+// window, and while no fresh requests reach the host the oldest probes it
+// at its own backoff's pace; a retry the line lets go stands for a step
+// skipped before it. So a held request
 // ends no later, and after no more attempts, than with plain backoff, and
 // never goes before a Retry-After it was told ends; a hold that the
 // deadline reaches returns the last outcome (see Error for a body that
