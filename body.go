@@ -129,14 +129,14 @@ func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, er
 			want = left + 1 // one byte past the limit shows an over-limit body; never overflows
 		}
 		buf := make([]byte, want)
-		n, err := io.ReadFull(r, buf)
+		n, err := fill(r, buf)
 		if n > 0 {
 			chunks = append(chunks, buf[:n])
 			size += int64(n)
 		}
 		switch err {
 		case nil:
-		case io.EOF, io.ErrUnexpectedEOF:
+		case io.EOF:
 			return chunks, size, nil
 		default:
 			return nil, 0, err
@@ -144,6 +144,19 @@ func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, er
 		next = min(next, maxChunk/2) * 2
 	}
 	return chunks, size, nil
+}
+
+// fill reads r into buf until buf is full or r ends. Unlike io.ReadFull,
+// it passes on an io.ErrUnexpectedEOF of r's own (a truncated gzip
+// stream) as the error it is: taken for the body's end, it sent a body
+// cut short as complete.
+func fill(r io.Reader, buf []byte) (n int, err error) {
+	for n < len(buf) && err == nil {
+		var k int
+		k, err = r.Read(buf[n:])
+		n += k
+	}
+	return n, err
 }
 
 // hasOwnBody reports whether attempt 1 can send the caller's request as is.

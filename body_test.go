@@ -160,6 +160,24 @@ func TestBodyReadErrorSendsNothing(t *testing.T) {
 	assert.Equal(t, int32(1), body.closes.Load())
 }
 
+// A reader's own io.ErrUnexpectedEOF (a truncated gzip stream) is an
+// error, not the body's end: io.ReadFull reports both the same way, and a
+// body cut short was sent as complete, its Content-Length shortened.
+func TestBodyCutShortByItsReaderSendsNothing(t *testing.T) {
+	for _, hint := range []int64{0, -1} {
+		cut := io.MultiReader(strings.NewReader("first half"), iotest.ErrReader(io.ErrUnexpectedEOF))
+		req, _ := http.NewRequest("PUT", "http://x/", io.NopCloser(cut))
+		req.ContentLength = hint
+		base := newScripted(status(200))
+		_, err := (&Transport{Base: base}).RoundTrip(req)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "hint %d", hint)
+		var rerr *Error
+		require.True(t, errors.As(err, &rerr))
+		assert.Equal(t, StopInvalid, rerr.Reason)
+		assert.Equal(t, 0, base.calls(), "nothing sent")
+	}
+}
+
 func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 	tests := []struct {
 		name   string
