@@ -101,3 +101,36 @@ func TestPanickingCallbackClosesTheResponseItHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestPanickingOnRetryClosesTheRetrysBody: a retry's body comes from
+// GetBody before OnRetry runs; when OnRetry panicked, the body was never
+// sent nor closed, and a GetBody that opens a file leaked it (a review's
+// find).
+func TestPanickingOnRetryClosesTheRetrysBody(t *testing.T) {
+	var bodies []*closeRecorder
+	req, _ := http.NewRequest("PUT", "http://h/", strings.NewReader("data"))
+	req.GetBody = func() (io.ReadCloser, error) {
+		b := &closeRecorder{Reader: strings.NewReader("data")}
+		bodies = append(bodies, b)
+		return b, nil
+	}
+	tr := &Transport{Policy: Policy{MaxRetries: 3, BaseDelay: -1},
+		OnRetry: func(RetryEvent) { panic("log sink down") },
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			r.Body.Close()
+			return response(503, ""), nil
+		})}
+	func() {
+		defer func() { _ = recover() }()
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+		t.Error("OnRetry's panic did not reach the caller")
+	}()
+	if len(bodies) != 1 {
+		t.Fatalf("GetBody called %d times, want 1: the retry's body comes before OnRetry", len(bodies))
+	}
+	if !bodies[0].closed.Load() {
+		t.Error("the retry's body was left open")
+	}
+}

@@ -356,12 +356,17 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 }
 
 // announce tells OnRetry of the retry a is about to send; when OnRetry
-// panics, a's context is released on the way out, as no timer will.
+// panics, a's context is released on the way out, as no timer will, and
+// its body closed, as no Base will (a retry's body is never the caller's:
+// GetBody's, or the buffer's).
 func (t *Transport) announce(a attempt, ev RetryEvent) {
 	announced := false
 	defer func() {
 		if !announced {
 			a.release()
+			if a.req.Body != nil {
+				a.req.Body.Close()
+			}
 		}
 	}()
 	t.OnRetry(ev)
