@@ -106,7 +106,10 @@ const DefaultMaxRetryAfter = time.Minute
 // Every field's zero value means its default.
 type Transport struct {
 	// Base sends each attempt. Nil means a shared pooled transport from
-	// cleanhttp.DefaultPooledTransport, built on first use.
+	// cleanhttp.DefaultPooledTransport, built on first use. Like
+	// net/http's, it must end an attempt when the request's context ends,
+	// and a response body's Close must end a Read under way: the deadline,
+	// AttemptTimeout and the drain of a failed response rely on both.
 	Base http.RoundTripper
 
 	// Policy is how many retries and how long to wait between them.
@@ -127,9 +130,12 @@ type Transport struct {
 	RetryAllMethods bool
 
 	// MaxRetryAfter is the longest Retry-After the Transport waits for; a
-	// longer one returns the response at once. Zero means
-	// DefaultMaxRetryAfter; negative means Retry-After is ignored and the
-	// computed backoff alone applies.
+	// longer one returns the response at once. A wait it allows is spread
+	// up to a tenth longer, so that clients told the same time do not come
+	// back at once. Zero means DefaultMaxRetryAfter; negative means
+	// Retry-After is ignored and the computed backoff alone applies. Only
+	// the deadline and MaxElapsed bound a wait it allows: raise it with one
+	// of them set. Of several Retry-After headers, the first counts.
 	MaxRetryAfter time.Duration
 
 	// MaxBufferedBody is the largest request body without GetBody kept in
