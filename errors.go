@@ -65,7 +65,8 @@ const (
 	// GetBody error to the last attempt's error.
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
-	// unreadable body).
+	// a body whose read ahead failed, a truncated stream's
+	// io.ErrUnexpectedEOF included: nothing is sent).
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
 	// Transport.Storm) had no retry left.
