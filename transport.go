@@ -141,9 +141,11 @@ type Transport struct {
 	// MaxBufferedBody is the largest request body without GetBody kept in
 	// memory for replays. Such a body is read before the first attempt is
 	// sent, up to this many bytes or until the request's context ends (the
-	// body is then closed, and RoundTrip returns an *Error with
+	// body is then closed, which ends a read under way if its Close does,
+	// as net/http's and io.Pipe's do, and RoundTrip returns an *Error with
 	// StopCanceled, or StopDeadline): a longer body is then streamed once
-	// and its request is not retried (StopBodyTooLarge). The body of a
+	// and its request is not retried (StopBodyTooLarge). A body kept is
+	// sent with its length as Content-Length, not chunked. The body of a
 	// request whose Policy allows no retries (see WithoutRetries) is not
 	// read ahead at all. Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
