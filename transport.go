@@ -142,7 +142,8 @@ type Transport struct {
 	// memory for replays. Such a body is read before the first attempt is
 	// sent, up to this many bytes or until the request's context ends (the
 	// body is then closed, which ends a read under way if its Close does,
-	// as net/http's and io.Pipe's do, and RoundTrip returns an *Error with
+	// as io.Pipe's does but a server's incoming request body's does not,
+	// and RoundTrip returns an *Error with
 	// StopCanceled, or StopDeadline): a longer body is then streamed once
 	// and its request is not retried (StopBodyTooLarge). A body kept is
 	// sent with its length as Content-Length, not chunked. The body of a
