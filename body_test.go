@@ -263,6 +263,26 @@ func TestReadChunks(t *testing.T) {
 	}
 }
 
+// TestReadChunksPassesOnAReadersUnexpectedEOF: at every chunk boundary,
+// a reader's own io.ErrUnexpectedEOF within the limit is an error; past
+// the limit the body is not read that far (it goes once, and its
+// transport meets the error).
+func TestReadChunksPassesOnAReadersUnexpectedEOF(t *testing.T) {
+	const limit = 3*maxChunk + 100
+	for _, size := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, maxChunk, 3 * maxChunk, limit, limit + 1, limit + 2} {
+		for _, hint := range []int64{0, int64(size)} {
+			cut := io.MultiReader(bytes.NewReader(make([]byte, size)), iotest.ErrReader(io.ErrUnexpectedEOF))
+			_, n, err := readChunks(iotest.HalfReader(cut), limit, min(hint, limit))
+			if size <= limit {
+				assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "size %d hint %d", size, hint)
+			} else {
+				assert.NoError(t, err, "size %d hint %d", size, hint)
+				assert.Equal(t, int64(limit+1), n)
+			}
+		}
+	}
+}
+
 func TestChunkReaderReadAndWriteTo(t *testing.T) {
 	chunks := [][]byte{[]byte("ab"), {}, []byte("cde"), []byte("f")}
 	b, err := io.ReadAll(iotest.OneByteReader(&chunkReader{chunks: chunks}))
