@@ -21,7 +21,9 @@ func withAttempt(ctx context.Context, n int) context.Context {
 //
 // The first attempt's context carries no mark, so that a request that
 // succeeds at once costs no extra allocation; any unmarked context, including
-// one that never went through a Transport, reports 1.
+// one that never went through a Transport, reports 1. So when one Transport
+// is the Base of another, the inner one's first attempt reports the outer
+// one's number, and its retries their own.
 func Attempt(ctx context.Context) int {
 	if n, ok := ctx.Value(attemptKey{}).(int); ok {
 		return n
