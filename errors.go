@@ -25,7 +25,7 @@ func (attemptTimeout) Timeout() bool { return true }
 
 // errNilResponse reports a base RoundTripper that broke its contract by
 // returning neither a response nor an error.
-var errNilResponse = errors.New("httpretry: base RoundTripper returned a nil response and a nil error")
+var errNilResponse = errors.New("base RoundTripper returned a nil response and a nil error")
 
 // StopReason says why no further attempt was made.
 type StopReason int
@@ -55,7 +55,7 @@ const (
 	StopDeadline
 	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
 	StopMaxElapsed
-	// StopCanceled: the request's context was cancelled (its deadline
+	// StopCanceled: the request's context was canceled (its deadline
 	// passing is StopDeadline, or StopHostGate when it ends a hold).
 	StopCanceled
 	// StopRewind: the request body could not be produced again
@@ -132,7 +132,7 @@ type Error struct {
 	// Reason is why no further attempt was made.
 	Reason StopReason
 	// Err is the last attempt's error, or the context's error when a wait
-	// was cancelled. When the context ended the request (its deadline cut
+	// was canceled. When the context ended the request (its deadline cut
 	// off a wait, a retry or a hold) after a transport error, Err wraps
 	// both, so that errors.Is finds each.
 	Err error

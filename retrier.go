@@ -241,7 +241,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev RetryEvent, last lastOutcome) (*http.Response, error) {
 	ended := endedBy(r.req.Context())
 	if n == 1 || !errors.Is(ended, context.DeadlineExceeded) {
-		if ended != nil && !errors.Is(err, ended) { // cancelled through Request.Cancel, as http.Client's Timeout does
+		if !errors.Is(err, ended) { // canceled through Request.Cancel, as http.Client's Timeout does
 			err = fmt.Errorf("%w: %w", err, ended)
 		}
 		return r.end(a.finish(resp, err, n, stopFor(ended)))
@@ -260,9 +260,6 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 // any retry not sent, the rewind's error joined to a last error.
 func (r *retrier) rewindFailed(ev RetryEvent, last lastOutcome, n int, err error) (*http.Response, error) {
 	err = fmt.Errorf("rewinding request body: %w", err)
-	if n == 1 {
-		return r.end(nil, &Error{Reason: StopRewind, Err: err})
-	}
 	if last.err != nil {
 		last.err = errors.Join(last.err, err)
 	}
@@ -270,7 +267,7 @@ func (r *retrier) rewindFailed(ev RetryEvent, last lastOutcome, n int, err error
 }
 
 // abandon ends the request whose retry will not be sent after all (its
-// wait was cancelled, or its hold ran out), reporting it to OnGiveUp.
+// wait was canceled, or its hold ran out), reporting it to OnGiveUp.
 func (r *retrier) abandon(ev RetryEvent, last lastOutcome, n int, stop StopReason) (*http.Response, error) {
 	resp, err := last.outcome(n, stop, r.req.Context())
 	if resp != nil {
@@ -292,7 +289,7 @@ type lastOutcome struct {
 
 // outcome returns the kept outcome of attempt n, which stop ended: the
 // response with its body in memory, or an *Error, which wraps the
-// context's error too when the context ended the request. A cancelled
+// context's error too when the context ended the request. A canceled
 // wait returns the context's error.
 func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http.Response, error) {
 	ended := endedBy(ctx)
@@ -339,4 +336,4 @@ func stopFor(err error) StopReason {
 
 // errLastNotKept is the cause given for a last response that could not be
 // returned: its body was too long, or too slow, to keep in memory.
-var errLastNotKept = errors.New("last response not kept (body over 64 KiB or slower than 100 ms)")
+var errLastNotKept = fmt.Errorf("last response not kept (body over %d KiB or slower than %v)", drainLimit>>10, drainTimeout)
