@@ -15,7 +15,7 @@ import (
 // countingParent is a caller's context of its own kind that counts the
 // contexts derived from it that registered with it (context.WithCancelCause
 // calls AfterFunc on a parent that has one) and those that let go of it
-// (when they are cancelled).
+// (when they are canceled).
 type countingParent struct {
 	context.Context
 	done                 chan struct{} // never closed: not the embedded one's, so that derived contexts register

@@ -302,7 +302,7 @@ func TestBudgetBoundsRetriesWithTheHostGateOff(t *testing.T) {
 }
 
 // TestBudgetGetsBackATokenTakenForARetryNeverSent: with NoHostGate, a
-// request cancelled in the wait its token was taken for gives the token
+// request canceled in the wait its token was taken for gives the token
 // back, so the bucket ends spent by exactly the retries sent.
 func TestBudgetGetsBackATokenTakenForARetryNeverSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -318,7 +318,7 @@ func TestBudgetGetsBackATokenTakenForARetryNeverSent(t *testing.T) {
 				return response(503, ""), nil
 			})}
 		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(150*time.Millisecond, cancel) // in the second wait of the cancelled request
+		time.AfterFunc(150*time.Millisecond, cancel) // in the second wait of the canceled request
 		var wg sync.WaitGroup
 		for _, c := range []context.Context{ctx, context.Background()} {
 			wg.Go(func() {
@@ -329,7 +329,7 @@ func TestBudgetGetsBackATokenTakenForARetryNeverSent(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		assert.Equal(t, int64(4), retries.Load(), "one retry of the cancelled request, three of the other")
+		assert.Equal(t, int64(4), retries.Load(), "one retry of the canceled request, three of the other")
 		assert.InDelta(t, 5-float64(retries.Load()), budget.available(time.Now()), 0.01, "the bucket spent by the retries sent, no more")
 	})
 }

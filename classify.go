@@ -27,7 +27,7 @@ import (
 // which leaves the body whole for the caller.
 type Classifier func(req *http.Request, resp *http.Response, err error) (retry bool, reason string)
 
-// DefaultRetryableStatuses are the statuses retried when
+// defaultRetryableStatuses are the statuses retried when
 // Transport.RetryableStatuses is nil: overload and gateway failures, which
 // say nothing about the request itself.
 var defaultRetryableStatuses = [...]int{

@@ -10,7 +10,8 @@ import (
 // taken as sent and failed as the host's other attempts are, and waits
 // for the next, which the line may let it go before; its last step always
 // goes. It reports whether the retry was held, or why it is not sent: the
-// deadline or MaxElapsed reached (StopHostGate), or ctx cancelled.
+// deadline reached (StopHostGate), or ctx canceled; MaxElapsed is never
+// reached in a hold, as the step before it is the last and goes.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
 	wasLeft := m.wasLeft

@@ -487,7 +487,7 @@ func TestHostileRequests(t *testing.T) {
 			t.Errorf("body closed %d times, want 1", body.closes.Load())
 		}
 	})
-	t.Run("context already cancelled", func(t *testing.T) {
+	t.Run("context already canceled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		body := newRelBody(strings.NewReader("x"))
@@ -602,7 +602,7 @@ func TestHostileRequests(t *testing.T) {
 			t.Errorf("calls %d, want 1", calls)
 		}
 	})
-	t.Run("cancelled during a wait", func(t *testing.T) {
+	t.Run("canceled during a wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -84,7 +84,8 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 }
 
 // firstWaiting returns the oldest retry held in line that may probe (not
-// one whose next step is its last), or nil. h.mu is held.
+// one waiting through its own backoff, which only the host's answers bring
+// forward), or nil. h.mu is held.
 func (h *host) firstWaiting(now time.Time) *member {
 	for _, m := range h.members {
 		if m.waiting && !m.ownWait && h.mayGoBetween(m, now) {
@@ -266,7 +267,7 @@ func (h *host) refused(m *member, now time.Time) {
 	}
 }
 
-// abandon takes the held m out of line: its hold ran out or was cancelled.
+// abandon takes the held m out of line: its hold ran out or was canceled.
 // A release it did not use goes to the next in line.
 func (h *host) abandon(m *member, now time.Time) {
 	h.mu.Lock()

@@ -281,11 +281,11 @@ func heldThenFailingAlone(t *testing.T, retryAfter string) {
 // Retry-After, and will not wait for it: it is sent once (WithoutRetries),
 // its own backoff (10 s) ends past its deadline (5.3 s), or the 90 ms its
 // 503's body takes to drain carries its wait past its deadline (4.35 s);
-// or B waits for it but is cancelled at 400 ms, and its date goes with it.
+// or B waits for it but is canceled at 400 ms, and its date goes with it.
 // So the date does not hold the others. It once held L, whose host was
 // back at 1 s, until the date (4.35 s when the drain carried B's wait past
 // its deadline: the date was told before the drain; 5.3 s when B was
-// cancelled).
+// canceled).
 func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
 	once := func() (context.Context, context.CancelFunc) {
 		return WithoutRetries(context.Background()), func() {}
@@ -300,13 +300,13 @@ func TestDateToldOnlyByARequestThatWaitsForIt(t *testing.T) {
 	}
 	t.Run("sent once", func(t *testing.T) { dateToldBy(t, once, "5", 0) })
 	t.Run("backoff past the deadline", func(t *testing.T) { dateToldBy(t, slow, "4", 0) })
-	cancelledBefore := func() (context.Context, context.CancelFunc) {
+	canceledBefore := func() (context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(400*time.Millisecond, cancel)
 		return ctx, cancel
 	}
 	t.Run("drain past the deadline", func(t *testing.T) { dateToldBy(t, drainedPast, "4", 90*time.Millisecond) })
-	t.Run("cancelled before the date", func(t *testing.T) { dateToldBy(t, cancelledBefore, "5", 0) })
+	t.Run("canceled before the date", func(t *testing.T) { dateToldBy(t, canceledBefore, "5", 0) })
 }
 
 // dateToldBy runs L, C and B, B's 503s telling retryAfter, their bodies

@@ -7,13 +7,17 @@ import (
 
 // Defaults used when a Policy field is left at its zero value.
 const (
+	// DefaultMaxRetries is the retries after the first attempt.
 	DefaultMaxRetries = 5
-	DefaultBaseDelay  = 200 * time.Millisecond
-	DefaultMaxDelay   = 10 * time.Second
+	// DefaultBaseDelay is the backoff before the first retry, which later
+	// ones grow from (see Policy.Delay).
+	DefaultBaseDelay = 200 * time.Millisecond
+	// DefaultMaxDelay caps every backoff delay.
+	DefaultMaxDelay = 10 * time.Second
 )
 
-// NoRetries, as Policy.MaxRetries, makes every request a single attempt.
-// Any negative MaxRetries means the same.
+// NoRetries is the Policy.MaxRetries that makes every request a single
+// attempt. Any negative MaxRetries means the same.
 const NoRetries = -1
 
 // Jitter selects how a backoff delay is randomized.

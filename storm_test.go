@@ -396,7 +396,7 @@ func TestCancelEndsAHoldAtOnce(t *testing.T) {
 			t.Errorf("returned %v after the cancel", d)
 		}
 		if heldCanceled.Load() == 0 {
-			t.Error("no held retry was cancelled: the test did not reach its case")
+			t.Error("no held retry was canceled: the test did not reach its case")
 		}
 	})
 }

@@ -187,7 +187,7 @@ func TestCancelDuringWaitReturnsAtOnce(t *testing.T) {
 		require.True(t, errors.As(err, &rerr))
 		assert.Equal(t, StopCanceled, rerr.Reason)
 		assert.Equal(t, 1, rerr.Attempts)
-		assert.Equal(t, time.Second, time.Since(start), "ended when cancelled, not after the wait")
+		assert.Equal(t, time.Second, time.Since(start), "ended when canceled, not after the wait")
 		assert.Equal(t, int32(1), closes(pending), "the pending response was closed")
 	})
 }
@@ -313,7 +313,7 @@ func TestAttemptTimeoutRetriesASlowAttempt(t *testing.T) {
 // TestAttemptTimeoutStartsAfterOnRetry: OnRetry takes 60 ms (a slow log
 // sink), AttemptTimeout is 50 ms, and the server answers in 10 ms. The
 // timeout started before OnRetry ran, so every retry reached Base with
-// its context already cancelled and the request failed with
+// its context already canceled and the request failed with
 // ErrAttemptTimeout (a review's find); it now starts as the attempt goes.
 func TestAttemptTimeoutStartsAfterOnRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
