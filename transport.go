@@ -84,12 +84,11 @@ const DefaultMaxRetryAfter = time.Minute
 //     the line's probes, which plain backoff never sends. With the gate
 //     off, the budget alone may refuse any retry, a lone request's too,
 //     and a refused retry returns the last outcome at once (StopBudget).
-//     A held request ends by the
-//     deadline or MaxElapsed as its own backoff would (StopDeadline,
-//     StopMaxElapsed), and a hold that reaches one returns it then
-//     (StopHostGate). After a hold, as after a
-//     wait the deadline cut, a response that could not be kept comes as
-//     an *Error (rule 6).
+//     A held request ends by the deadline or MaxElapsed as its own backoff
+//     would (StopDeadline, StopMaxElapsed), and a hold that reaches the
+//     deadline returns the last outcome then (StopHostGate). After a hold,
+//     as after a wait the deadline cut, a response that could not be kept
+//     comes as an *Error (rule 6).
 //  11. A Transport is safe for concurrent use, its fields must not change
 //     once it is in use, and its zero value is ready: a nil Base means one
 //     package-level transport built with cleanhttp.DefaultPooledTransport.
@@ -97,11 +96,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     its storm control is built from its own Storm, at the latest by its
 //     first failed attempt, and before that its requests count in no
 //     other's, only in the Budget its Storm names (set Storm.Budget to
-//     share a budget). Copy it
-//     while none of its requests is running: its first request, and a
-//     copy's first failed attempt, set the pointer to that state, and a
-//     copy made at that moment races with them (the race detector says
-//     so).
+//     share a budget). Copy it while none of its requests is running: its
+//     first request, and a copy's first failed attempt, set the pointer to
+//     that state, and a copy made at that moment races with them (the
+//     race detector says so).
 //
 // Every field's zero value means its default.
 type Transport struct {
