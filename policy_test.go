@@ -140,3 +140,14 @@ func TestDecorrelatedJitterNeverGoesBelowBase(t *testing.T) {
 		t.Errorf("Delay = %v, below BaseDelay %v by %v", got, base, base-got)
 	}
 }
+
+// TestNegativeBaseDelayWaitsNothingWhateverTheJitter: a negative BaseDelay
+// means no wait, decorrelated jitter's previous wait notwithstanding.
+func TestNegativeBaseDelayWaitsNothingWhateverTheJitter(t *testing.T) {
+	for _, j := range []Jitter{JitterFull, JitterEqual, JitterNone, JitterDecorrelated} {
+		p := Policy{BaseDelay: -time.Second, Jitter: j}
+		if got := p.Delay(3, time.Second, 0.7); got != 0 {
+			t.Errorf("jitter %v: Delay = %v, want 0", j, got)
+		}
+	}
+}

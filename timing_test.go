@@ -310,6 +310,51 @@ func TestAttemptTimeoutRetriesASlowAttempt(t *testing.T) {
 	})
 }
 
+// upgradedConn is a 101 response's body: read and written both.
+type upgradedConn struct {
+	strings.Reader
+	written strings.Builder
+}
+
+func (c *upgradedConn) Write(p []byte) (int, error) { return c.written.Write(p) }
+func (c *upgradedConn) Close() error                { return nil }
+
+// TestAttemptTimeoutKeepsTheReturnedResponsesShape: with AttemptTimeout the
+// returned body is wrapped so that closing it ends the attempt's context;
+// a 101's body stays writable through the wrap, as net/http's upgraded
+// connection must, and a response without a body ends the context at once.
+func TestAttemptTimeoutKeepsTheReturnedResponsesShape(t *testing.T) {
+	t.Run("101 Switching Protocols", func(t *testing.T) {
+		var attemptCtx context.Context
+		conn := &upgradedConn{Reader: *strings.NewReader("from server")}
+		tr := &Transport{AttemptTimeout: time.Minute, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			attemptCtx = r.Context()
+			return &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{}, Body: conn}, nil
+		})}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		w, ok := resp.Body.(io.Writer)
+		require.True(t, ok, "the upgraded body lost its Write")
+		_, err = io.WriteString(w, "to server")
+		require.NoError(t, err)
+		assert.Equal(t, "to server", conn.written.String())
+		assert.NoError(t, attemptCtx.Err(), "the attempt's context ended before the body was closed")
+		require.NoError(t, resp.Body.Close())
+		assert.Error(t, attemptCtx.Err(), "closing the body releases the attempt's context")
+	})
+	t.Run("no body", func(t *testing.T) {
+		var attemptCtx context.Context
+		tr := &Transport{AttemptTimeout: time.Minute, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			attemptCtx = r.Context()
+			return &http.Response{StatusCode: http.StatusNoContent, Header: http.Header{}}, nil
+		})}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+		require.NoError(t, err)
+		assert.Nil(t, resp.Body)
+		assert.Error(t, attemptCtx.Err(), "nothing to close: the attempt's context is released at once")
+	})
+}
+
 // TestAttemptTimeoutStartsAfterOnRetry: OnRetry takes 60 ms (a slow log
 // sink), AttemptTimeout is 50 ms, and the server answers in 10 ms. The
 // timeout started before OnRetry ran, so every retry reached Base with
