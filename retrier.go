@@ -247,12 +247,8 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 		return r.end(a.finish(resp, err, n, stopFor(ended)))
 	}
 	a.release()
-	resp, err = last.outcome(n, StopDeadline, r.req.Context())
-	if ev.Attempt, ev.Wait, ev.Held = n, 0, 0; resp != nil {
-		ev.Response = resp
-	}
-	r.giveUp(ev, StopDeadline)
-	return r.end(resp, err)
+	ev.Attempt, ev.Wait, ev.Held = n, 0, 0
+	return r.abandon(ev, last, n, StopDeadline)
 }
 
 // rewindFailed ends the request whose body could not be produced again for
@@ -267,7 +263,8 @@ func (r *retrier) rewindFailed(ev RetryEvent, last lastOutcome, n int, err error
 }
 
 // abandon ends the request whose retry will not be sent after all (its
-// wait was canceled, or its hold ran out), reporting it to OnGiveUp.
+// wait was canceled, its hold ran out, or the deadline cut it), reporting
+// it to OnGiveUp.
 func (r *retrier) abandon(ev RetryEvent, last lastOutcome, n int, stop StopReason) (*http.Response, error) {
 	resp, err := last.outcome(n, stop, r.req.Context())
 	if resp != nil {
@@ -292,24 +289,24 @@ type lastOutcome struct {
 // context's error too when the context ended the request. A canceled
 // wait returns the context's error.
 func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http.Response, error) {
-	ended := endedBy(ctx)
-	switch {
-	case stop == StopCanceled:
+	if stop == StopCanceled {
 		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
-	case l.err != nil && ended != nil:
-		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: %w", l.err, ended)}
-	case l.err != nil:
-		return nil, &Error{Attempts: n, Reason: stop, Err: l.err}
-	case !l.kept && ended != nil:
-		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d: %w", errLastNotKept, l.resp.StatusCode, ended)}
-	case !l.kept:
-		return nil, &Error{Attempts: n, Reason: stop, Err: fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)}
 	}
-	l.resp.Body = http.NoBody // a HEAD's, or an empty body
-	if len(l.body) > 0 {
-		l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
+	err := l.err
+	if err == nil && l.kept {
+		l.resp.Body = http.NoBody // a HEAD's, or an empty body
+		if len(l.body) > 0 {
+			l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
+		}
+		return l.resp, nil
 	}
-	return l.resp, nil
+	if err == nil {
+		err = fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)
+	}
+	if ended := endedBy(ctx); ended != nil {
+		err = fmt.Errorf("%w: %w", err, ended)
+	}
+	return nil, &Error{Attempts: n, Reason: stop, Err: err}
 }
 
 // endedBy returns the error of a context that has ended, or nil. A
