@@ -144,13 +144,13 @@ func (s heldStep) at() time.Time {
 // which waits at least the Retry-After the request was told last while
 // the host still says one.
 func (r *retrier) nextStep(at time.Time) heldStep {
-	took, _, floor, timed, drain := r.m.h.skipTime(r.m)
-	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+drain
-	if !timed {
+	skip := r.m.h.skipTime(r.m)
+	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain
+	if !skip.timed {
 		r.m.untimed++
 	}
-	own, u := r.stepWait(0, floor, true)
-	s := heldStep{from: at.Add(took), own: own, floor: floor, u: u}
+	own, u := r.stepWait(0, skip.floor, true)
+	s := heldStep{from: at.Add(skip.took), own: own, floor: skip.floor, u: u}
 	r.prev = s.at().Sub(s.from)
 	return s
 }
@@ -171,9 +171,9 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 	if !r.limited() {
 		return false
 	}
-	_, fit, floor, _, _ := r.m.h.skipTime(r.m)
-	own, u := r.stepWait(k+1, floor, false)
-	next := heldStep{from: at.Add(fit), own: own, floor: floor, u: u}
+	skip := r.m.h.skipTime(r.m)
+	own, u := r.stepWait(k+1, skip.floor, false)
+	next := heldStep{from: at.Add(skip.fit), own: own, floor: skip.floor, u: u}
 	return r.pastLimits(next.at()) != StopNone
 }
 
@@ -192,7 +192,9 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		r.m.left = heldStep{}
 		left.from, left.floor = left.from.Add(early), min(left.floor, floor) // re-timed by what it was told; a longer one puts it off below
 		if at := left.at(); !told || !at.Before(now.Add(floor)) {
-			r.m.late, r.m.until, r.m.minWait, r.m.wasLeft, r.floor, r.m.stepDue = max(now.Sub(at), 0), at, floor, true, floor, at // a retry still out at the step puts off none after it
+			r.m.late = max(now.Sub(at), 0) // a retry still out at the step puts off none after it
+			r.m.until, r.m.stepDue, r.m.wasLeft = at, at, true
+			r.m.minWait, r.floor = floor, floor
 			return max(at.Sub(now), floor), r.cutShort(now, max(at.Sub(now), floor)), true
 		}
 		// Told a Retry-After that outlasts the step, the retry stood for
@@ -226,11 +228,11 @@ func (r *retrier) catchUp() time.Duration {
 	if r.m.untimed == 0 {
 		return 0
 	}
-	took, _, _, timed, _ := r.m.h.skipTime(r.m)
-	if !timed {
+	skip := r.m.h.skipTime(r.m)
+	if !skip.timed {
 		return 0
 	}
-	d := times(r.m.untimed, took)
+	d := times(r.m.untimed, skip.took)
 	r.m.untimed = 0
 	return d
 }

@@ -95,7 +95,8 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.saysWait && !f.saysWait { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
-	m.fromLine, m.saysWait, h.saysWait, h.lastFailed, m.floor = false, f.saysWait, f.saysWait, m, f.floor
+	m.fromLine, m.saysWait, m.floor = false, f.saysWait, f.floor
+	h.saysWait, h.lastFailed = f.saysWait, m
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.since = f.at
 	}

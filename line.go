@@ -48,25 +48,34 @@ func (m *member) nudge() {
 	}
 }
 
-// skipTime returns how long a skipped step of m stands for: an attempt
-// of its own and its drain, none until one of its attempts is timed, so
-// that a step comes no later than plain backoff's; fit, the time its
-// next step's attempt is fitted to the deadline with, and, until one of
-// its own attempts is timed, the steps it skipped: each the host's
-// longest, so that a step is taken for its last too early rather than too
-// late (see lastStep); and the Retry-After its next step waits, while
-// the host still says one.
-func (h *host) skipTime(m *member) (took, fit, floor time.Duration, timed bool, drain time.Duration) {
+// skipTimes is what a held request's skipped step stands for, and what
+// its next step waits.
+type skipTimes struct {
+	took  time.Duration // an attempt of its own: none until one is timed, so that a step comes no later than plain backoff's
+	drain time.Duration // that attempt's drain
+	// fit is what its next step's attempt, and its drain, are fitted to
+	// the deadline with; until one of its own attempts is timed, that
+	// attempt and each step it skipped count as the host's longest, so
+	// that a step is taken for its last too early rather than too late
+	// (see lastStep).
+	fit   time.Duration
+	floor time.Duration // the Retry-After its next step waits, while the host still says one
+	timed bool          // one of its attempts has been timed
+}
+
+// skipTime returns m's skipTimes.
+func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	took, fit, timed = m.took.avg, m.took.avg, m.took.timed
+	s := skipTimes{took: m.took.avg, drain: m.drains.avg, fit: m.took.avg, timed: m.took.timed}
 	if !m.took.timed {
-		fit = times(m.untimed+1, h.took.longest)
+		s.fit = times(m.untimed+1, h.took.longest)
 	}
+	s.fit += m.drains.avg
 	if h.saysWait {
-		floor = m.floor
+		s.floor = m.floor
 	}
-	return took, fit + m.drains.avg, floor, timed, m.drains.avg
+	return s
 }
 
 // heard records at now the outcome of m's attempt: when m was the line's
