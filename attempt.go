@@ -43,7 +43,7 @@ type attempt struct {
 // its own: the RoundTripper contract already forbids Base to modify it, and
 // the success path then costs no copy.
 func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (attempt, error) {
-	if n == 1 && t.AttemptTimeout <= 0 && body.hasOwnBody() {
+	if n == 1 && t.AttemptTimeout <= 0 && body.sendsCallersRequest() {
 		return attempt{req: req}, nil
 	}
 	ctx := req.Context()

@@ -159,8 +159,9 @@ func fill(r io.Reader, buf []byte) (n int, err error) {
 	return n, err
 }
 
-// hasOwnBody reports whether attempt 1 can send the caller's request as is.
-func (b *requestBody) hasOwnBody() bool {
+// sendsCallersRequest reports whether attempt 1 can send the caller's
+// request as is, its body untouched.
+func (b *requestBody) sendsCallersRequest() bool {
 	return b.kind == bodyNone || b.kind == bodyGetBody || b.kind == bodyStreamed || (b.kind == bodyOnce && b.onceIsCallers())
 }
 

@@ -26,7 +26,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	defer st.held.Add(-1)
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
-	m.h.wait(m, place{limit: r.limit(), spare: true}) // a retry sent at once stands for this step: no next to be back by
+	m.h.enqueue(m, place{limit: r.limit(), spare: true}) // a retry sent at once stands for this step: no next to be back by
 	// The step it is due at goes by the step's rules, as every later one:
 	// when it went only as a retry between steps would, groups on a
 	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
@@ -55,7 +55,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 			continue
 		case atStep:
 			cur = r.nextStep(next)
-			m.h.wait(m, r.place(cur.at(), false))
+			m.h.enqueue(m, r.place(cur.at(), false))
 			continue
 		}
 		if err := m.pause(ctx, timer, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
@@ -86,7 +86,7 @@ func (m *member) pause(ctx context.Context, timer *time.Timer, d time.Duration) 
 // waiting, the deadline or a cancel.
 func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, stop StopReason) {
 	m := r.m
-	m.h.wait(m, r.place(due, true))
+	m.h.enqueue(m, r.place(due, true))
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
 	for now := time.Now(); now.Before(due); now = time.Now() {

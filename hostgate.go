@@ -45,30 +45,30 @@ type hostSet struct {
 // so that a finished request's history never reaches a later one. Its
 // methods take the time as a value, so tests drive it without a clock.
 type host struct {
-	mu         sync.Mutex
-	name       string
-	members    []*member     // the retrying requests, oldest first
-	downSeen   time.Time     // when the latest failed attempt went
-	run        int           // attempts failed since the latest answer
-	streak     int           // attempts answered since the latest failure
-	since      time.Time     // the first failure of the outage under way
-	proven     bool          // an outage of it has been proven (see provenDown)
-	took       attemptTime   // how long its failed attempts take
-	answerTook time.Duration // how long its latest timed answer took
-	backAt     time.Time     // when it last answered after being down
-	lastFresh  time.Time     // the latest first attempt
-	gap        time.Duration // the usual time between first attempts
-	gaps       int           // samples in gap, up to gapWeight
-	share      float64       // releases each answer earns
-	credit     float64       // releases earned, not yet used
-	cut        bool          // a release happened since share was last halved
-	saysWait   bool          // its latest failure came with a Retry-After
-	lastFailed *member       // the request of that failure
-	othersWait bool          // the latest failure of a request other than lastFailed came with one
-	probing    *member       // the line's probe whose outcome is awaited
-	nextProbe  time.Time     // the next probe goes no earlier
-	missed     int           // the line's probes failed in a row
-	pace       time.Duration // the wait after the latest failed probe
+	mu                  sync.Mutex
+	name                string
+	members             []*member     // the retrying requests, oldest first
+	downSeen            time.Time     // when the latest failed attempt went
+	run                 int           // attempts failed since the latest answer
+	streak              int           // attempts answered since the latest failure
+	outageStart         time.Time     // the first failure of the outage under way
+	proven              bool          // an outage of it has been proven (see provenDown)
+	took                attemptTime   // how long its failed attempts take
+	answerTook          time.Duration // how long its latest timed answer took
+	backAt              time.Time     // when it last answered after being down
+	lastFresh           time.Time     // the latest first attempt
+	gap                 time.Duration // the usual time between first attempts
+	gaps                int           // samples in gap, up to gapWeight
+	share               float64       // releases each answer earns
+	credit              float64       // releases earned, not yet used
+	releasedSinceHalved bool          // a release happened since share was last halved
+	saysWait            bool          // its latest failure came with a Retry-After
+	lastFailed          *member       // the request of that failure
+	othersWait          bool          // the latest failure of a request other than lastFailed came with one
+	probing             *member       // the line's probe whose outcome is awaited
+	nextProbe           time.Time     // the next probe goes no earlier
+	missed              int           // the line's probes failed in a row
+	pace                time.Duration // the wait after the latest failed probe
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share, m: map[string]*host{}} }
@@ -98,19 +98,19 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	m.fromLine, m.saysWait, m.floor = false, f.saysWait, f.floor
 	h.saysWait, h.lastFailed = f.saysWait, m
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
-		h.since = f.at
+		h.outageStart = f.at
 	}
 	h.run, h.streak = h.run+1, 0
 	m.toldIn = time.Time{}
 	if f.saysWait && h.down() { // a hold for it, while this outage lasts (rule 1)
-		m.toldIn = h.since
+		m.toldIn = h.outageStart
 	}
 	h.heard(m, f.at, true)
 	if f.first {
 		h.noteFresh(f.at)
 	}
-	if h.cut { // halved once per release, as TCP once per round trip (rule 4)
-		h.share, h.cut = max(h.share/2, shareStep*s.share), false
+	if h.releasedSinceHalved { // halved once per release, as TCP once per round trip (rule 4)
+		h.share, h.releasedSinceHalved = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
 	}
 }
@@ -121,7 +121,7 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.h = s.m[name]; m.h == nil {
-		m.h = &host{name: name, share: s.share, cut: true, since: at}
+		m.h = &host{name: name, share: s.share, releasedSinceHalved: true, outageStart: at}
 		s.m[name] = m.h
 		s.active.Add(1)
 	}
@@ -245,7 +245,7 @@ func (h *host) provenDown(now time.Time) bool {
 	if !h.down() {
 		return false
 	}
-	old := h.took.timed && now.Sub(h.since) >= provenAfter*h.took.avg
+	old := h.took.timed && now.Sub(h.outageStart) >= provenAfter*h.took.avg
 	h.proven = h.proven || old && h.run >= downAfter
 	return h.proven || old
 }

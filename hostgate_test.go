@@ -37,7 +37,7 @@ func holdAt(h *host, m *member, now time.Time) bool {
 	if !h.ask(m, false, now) {
 		return false
 	}
-	h.wait(m, place{nextAt: far, last: m.last, spare: true})
+	h.enqueue(m, place{nextAt: far, last: m.last, spare: true})
 	return true
 }
 
@@ -47,7 +47,7 @@ func held(h *host, m *member, now time.Time) bool {
 	if !h.ask(m, false, now) {
 		return false
 	}
-	h.wait(m, place{nextAt: far, last: m.last, spare: true})
+	h.enqueue(m, place{nextAt: far, last: m.last, spare: true})
 	send, _ := h.poll(m, now, false)
 	return !send
 }

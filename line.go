@@ -128,7 +128,7 @@ func (h *host) release(now time.Time) {
 	for i := 0; i < len(h.members) && h.credit >= 1; i++ {
 		if m := h.members[i]; m.waiting && h.mayGoBetween(m, now) {
 			h.credit--
-			m.waiting, m.released, h.cut, freed = false, true, true, true
+			m.waiting, m.released, h.releasedSinceHalved, freed = false, true, true, true
 			m.nudge()
 		}
 	}
@@ -151,7 +151,7 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	}
 	down := h.provenDown(now)
 	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
-	told := m.toldIn.Equal(h.since)              // an outage the host has since answered out of told it nothing of this one
+	told := m.toldIn.Equal(h.outageStart)        // an outage the host has since answered out of told it nothing of this one
 	if len(h.members) == 1 || singled || !down && !told {
 		m.askBudget = false // it goes at its own backoff's time, as plain backoff's would
 		return false
@@ -168,8 +168,8 @@ func (h *host) othersSayWait(m *member) bool {
 	return h.saysWait
 }
 
-// wait puts the held m in line, at p.
-func (h *host) wait(m *member, p place) {
+// enqueue puts the held m in line, at p; it does not block.
+func (h *host) enqueue(m *member, p place) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.waiting, m.place = true, p
