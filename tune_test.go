@@ -13,7 +13,9 @@ import (
 // TestTuneFleet prints the simulator's scenarios with storm control on and
 // off; set HTTPRETRY_TUNE=1 to run it, HTTPRETRY_TUNE_ONLY to run one
 // scenario, HTTPRETRY_TUNE_SEED to draw another run of each, and
-// HTTPRETRY_TUNE_ROWS (on, off, gate) to run only one setting.
+// HTTPRETRY_TUNE_ROWS (on, off, gate) to run only one setting. Where both
+// on and off ran, it fails a scenario in which storm control rescues a
+// point less than plain backoff, or sends more into the outage.
 func TestTuneFleet(t *testing.T) {
 	if os.Getenv("HTTPRETRY_TUNE") == "" {
 		t.Skip("set HTTPRETRY_TUNE=1")
@@ -69,11 +71,18 @@ func TestTuneFleet(t *testing.T) {
 			}
 		}
 		t.Logf("%s:\n%s", name, fleetTable(rows))
+		on, okOn := rows["on"]
+		off, okOff := rows["off"]
+		if okOn && okOff && (on.success < off.success-0.01 || on.outageLoad > off.outageLoad+0.01) {
+			t.Errorf("%s: storm control rescued %.1f%% and sent %.2fx into the outage; off %.1f%%, %.2fx",
+				name, 100*on.success, on.outageLoad, 100*off.success, off.outageLoad)
+		}
 	}
 }
 
 // TestTuneReleaseShare prints the ReleaseShare sweep of
-// docs/storm-control.md; set HTTPRETRY_TUNE=1 to run it.
+// docs/storm-control.md; set HTTPRETRY_TUNE=1 to run it. It fails a share
+// that rescues a point less than plain backoff.
 func TestTuneReleaseShare(t *testing.T) {
 	if os.Getenv("HTTPRETRY_TUNE") == "" {
 		t.Skip("set HTTPRETRY_TUNE=1")
@@ -91,6 +100,9 @@ func TestTuneReleaseShare(t *testing.T) {
 			}
 			m := runFleet(t, sc, StormControl{ReleaseShare: share}).metrics()
 			t.Logf("share %.2f %-10s %v", share, name, m)
+			if off := runFleet(t, sc, stormOff).metrics(); m.success < off.success-0.01 {
+				t.Errorf("share %.2f %s: %.1f%% rescued, off %.1f%%", share, name, 100*m.success, 100*off.success)
+			}
 		}
 	}
 }
@@ -100,6 +112,8 @@ func TestTuneReleaseShare(t *testing.T) {
 // the burst of docs/storm-control.md: a request that arrives during the
 // outage is rescued only if its life (its waits, and its attempts at the
 // scenario's latency) outlasts the outage. Set HTTPRETRY_TUNE=1 to run it.
+// It fails if the simulator's default fleet, storm control on or off,
+// rescues more than the bound allows.
 func TestTuneLifeBound(t *testing.T) {
 	if os.Getenv("HTTPRETRY_TUNE") == "" {
 		t.Skip("set HTTPRETRY_TUNE=1")
@@ -134,4 +148,10 @@ func TestTuneLifeBound(t *testing.T) {
 		}
 	}
 	t.Logf("default fleet %.1f%%, with equal jitter %.1f%%; burst %.2f%%", 100*bound(fleet), 100*bound(equal), 100-float64(burstLost)/4000)
+	limit := bound(fleet)
+	for _, c := range []StormControl{{}, stormOff} {
+		if got := runFleet(t, fleet, c).metrics().success; got > limit+0.01 {
+			t.Errorf("the default fleet rescued %.1f%%, above the bound of %.1f%%", 100*got, 100*limit)
+		}
+	}
 }
