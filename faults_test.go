@@ -35,10 +35,11 @@ import (
 // relListener counts the connections it accepted that are still open.
 type relListener struct {
 	net.Listener
-	open  atomic.Int64
-	total atomic.Int64
-	mu    sync.Mutex
-	conns map[*relConn]struct{}
+	open   atomic.Int64
+	total  atomic.Int64
+	mu     sync.Mutex
+	conns  map[*relConn]struct{}
+	closed chan struct{} // a connection closed (one pending signal is enough)
 }
 
 func relListen(t *testing.T, addr string) *relListener {
@@ -47,7 +48,7 @@ func relListen(t *testing.T, addr string) *relListener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &relListener{Listener: ln, conns: map[*relConn]struct{}{}}
+	return &relListener{Listener: ln, conns: map[*relConn]struct{}{}, closed: make(chan struct{}, 1)}
 }
 
 func (l *relListener) Accept() (net.Conn, error) {
@@ -90,6 +91,10 @@ func (c *relConn) Close() error {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
+		select {
+		case c.l.closed <- struct{}{}:
+		default:
+		}
 	})
 	return c.Conn.Close()
 }
@@ -117,12 +122,14 @@ func relReset(c net.Conn) {
 func relWaitConns(t *testing.T, l *relListener, client interface{ CloseIdleConnections() }) {
 	t.Helper()
 	client.CloseIdleConnections()
-	deadline := time.Now().Add(3 * time.Second)
+	timeout := time.NewTimer(3 * time.Second)
+	defer timeout.Stop()
 	for l.open.Load() != 0 {
-		if time.Now().After(deadline) {
+		select {
+		case <-l.closed:
+		case <-timeout.C:
 			t.Fatalf("%d of %d server connections still open", l.open.Load(), l.total.Load())
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
