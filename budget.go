@@ -8,11 +8,10 @@ import (
 )
 
 // Defaults of a Budget whose fields are left at zero, as in Finagle's
-// RetryBudget and the AWS SDKs' retry quota. With the host gate on, no
-// fleet scenario of the storm simulator moves with or without it (the
-// shared client: 1.46x in the outage either way, virtual); once spent, it
-// stops the line's probes (20 requests on a dead host: 42 retries against
-// 48, TestEmptyBudgetStopsTheProbes). docs/storm-control.md rule 7.
+// RetryBudget and the AWS SDKs' retry quota: a retry for every two
+// requests, and ten a second besides. With the host gate on, once spent,
+// the budget stops the line's probes into hosts that are down
+// (docs/storm-control.md, rule 7, has the figures).
 const (
 	DefaultBudgetRatio   = 0.5 // tokens per request sent
 	DefaultBudgetReserve = 10  // tokens per second

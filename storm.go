@@ -8,10 +8,9 @@ import (
 )
 
 // DefaultReleaseShare is what each answer of a recovering host earns its
-// held retries: a quarter of a release, which spreads a Retry-After herd
-// best (peak after the virtual simulator's outage 1.50-1.52x of capacity
-// when swept, 1.65x since a young flow counts for fewer gaps; 2.09x at a
-// tenth, 2.37x at a half; on loopback 1.13-1.22x).
+// held retries: a quarter of a release, the share that spread a fleet told
+// by Retry-After to come back at once best (docs/storm-control.md,
+// Tuning, has the sweep).
 const DefaultReleaseShare = 0.25
 
 // StormControl keeps the retries of many requests from making an outage
