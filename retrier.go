@@ -61,7 +61,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return 0, stop
 	}
 	r.m.n = n
-	if wait, stop, set := r.heldWait(now, floor, hasFloor); set {
+	overCap := hasFloor && floor > t.maxRetryAfter()
+	if wait, stop, set := r.heldWait(now, floor, hasFloor); set && !overCap {
 		return wait, stop
 	}
 	k := r.step()
@@ -71,7 +72,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if k > r.pol.retries() {
 		return 0, StopExhausted
 	}
-	if hasFloor && floor > t.maxRetryAfter() {
+	if overCap {
 		return 0, StopRetryAfter
 	}
 	// A held request's step that went late waits that much less of its own

@@ -1444,3 +1444,47 @@ func TestBudgetSparesALoneSequentialClient(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryAfterAboveTheCapEndsAHeldRequest: B, held, probes the host
+// between its steps at 8 s and is told Retry-After: 2 with a cap of 1 s.
+// Its step was due at 12 s, past the Retry-After's end, and it went then:
+// a held request's step skipped the cap (a review's harness found it).
+// Every retry here is told 2 s, so no request sends more than two
+// attempts.
+func TestRetryAfterAboveTheCapEndsAHeldRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		attempts := map[string]int{}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			attempts[r.URL.Path]++
+			mu.Unlock()
+			resp := response(503, "")
+			if Attempt(r.Context()) > 1 {
+				resp.Header.Set("Retry-After", "2")
+			}
+			return resp, nil
+		})
+		stops := map[string]StopReason{}
+		tr := &Transport{Base: base, Random: half, MaxRetryAfter: time.Second,
+			Policy: Policy{MaxRetries: 3, BaseDelay: 4 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { mu.Lock(); stops[e.Request.URL.Path] = e.Stop; mu.Unlock() }}
+		var wg sync.WaitGroup
+		for i, p := range []string{"/a", "/b", "/c"} {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 10 * time.Millisecond) // virtual: B and C are timed
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h"+p, nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		for p, n := range attempts {
+			if n > 2 || stops[p] != StopRetryAfter {
+				t.Errorf("%s: %d attempts, stopped by %v; want at most 2, StopRetryAfter", p, n, stops[p])
+			}
+		}
+	})
+}
