@@ -161,6 +161,8 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 	if h.down() { // back: every held retry looks whether a step of its found it down
 		h.backAt = now
 		h.nudgeWaiting()
+	} else if h.streak == 0 { // the first answer after a failure: a step that found the host down may be in grace, and the probe's pace is reset
+		h.nudgeWaiting()
 	}
 	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
 	if first {

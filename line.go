@@ -217,7 +217,10 @@ func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time
 		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
 	}
-	if m.ownWait { // only the host's answers bring its own step forward
+	if m.ownWait { // only the host's answers bring its own step forward, once its Retry-After has ended
+		if now.Before(m.notBefore) {
+			return false, m.notBefore
+		}
 		return false, time.Time{}
 	}
 	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m, now)) {
@@ -228,7 +231,10 @@ func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time
 	switch {
 	case h.flowing(now):
 		return false, h.flowEnd() // fresh requests probe for the line
-	case h.probing != nil, m != h.firstWaiting(now):
+	case h.probing != nil:
+		return false, time.Time{}
+	case m != h.firstWaiting(now): // the oldest may have become first since it was nudged
+		h.nudgeFirst(now)
 		return false, time.Time{}
 	}
 	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {

@@ -1468,7 +1468,7 @@ func TestRetryAfterAboveTheCapEndsAHeldRequest(t *testing.T) {
 		})
 		stops := map[string]StopReason{}
 		tr := &Transport{Base: base, Random: half, MaxRetryAfter: time.Second,
-			Policy: Policy{MaxRetries: 3, BaseDelay: 4 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone},
+			Policy:   Policy{MaxRetries: 3, BaseDelay: 4 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone},
 			OnGiveUp: func(e RetryEvent) { mu.Lock(); stops[e.Request.URL.Path] = e.Stop; mu.Unlock() }}
 		var wg sync.WaitGroup
 		for i, p := range []string{"/a", "/b", "/c"} {

@@ -1,0 +1,102 @@
+package httpretry
+
+import (
+	"testing"
+	"time"
+)
+
+// The line's wake-ups: a held request sleeps until its step, or until the
+// time poll gave it, unless nudged. Each test puts the host where a poll
+// of a held request would send it, and checks that something wakes it: a
+// nudge, or the wake time poll returned. Each failed before (a review's
+// audit: a poll would have sent the request, but it slept to its step).
+
+// nudged reports whether m has a nudge pending, taking it.
+func nudged(m *member) bool {
+	select {
+	case <-m.wake:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestProbeGoesToTheNextWhenTheFirstCannot: A, first in line, sleeps
+// until the probe's time; by then its attempt would not be back before its
+// next step, so B is first. A, woken, must hand the probe on.
+func TestProbeGoesToTheNextWhenTheFirstCannot(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &host{name: "x", share: 0.25, releasedSinceHalved: true, outageStart: t0, downSeen: t0, nextProbe: t0.Add(60 * time.Millisecond)}
+	a, b := newMember(), newMember()
+	a.h, b.h = h, h
+	h.members = []*member{a, b}
+	a.took = attemptTime{avg: 50 * time.Millisecond, timed: true} // A may go between steps until t0+50ms
+	h.enqueue(a, place{nextAt: t0.Add(100 * time.Millisecond), spare: true})
+	h.enqueue(b, place{nextAt: t0.Add(time.Second), spare: true})
+	if send, wake := h.poll(a, t0, false); send || !wake.Equal(t0.Add(60*time.Millisecond)) {
+		t.Fatalf("A at t0: send %v, wake %v; want a wait for the probe's time", send, wake)
+	}
+	if send, wake := h.poll(b, t0, false); send || !wake.IsZero() {
+		t.Fatalf("B at t0: send %v, wake %v; want to sleep to its step", send, wake)
+	}
+	nudged(b)
+	at := t0.Add(60 * time.Millisecond)
+	if send, _ := h.poll(a, at, false); send {
+		t.Fatal("A went as the probe though its attempt would not be back before its step")
+	}
+	if !nudged(b) {
+		t.Fatal("B, now first in line, was not woken")
+	}
+	if send, _ := h.poll(b, at, false); !send {
+		t.Error("B, woken, did not go as the line's probe")
+	}
+}
+
+// TestCreditWaitsForTheRetryAfterToEnd: a retry waiting through its own
+// backoff is told a Retry-After; a release earned before it ends is kept,
+// and the retry looks again when it ends.
+func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &host{name: "x", share: 1, outageStart: t0, backAt: t0}
+	a, b := newMember(), newMember()
+	a.h, b.h = h, h
+	h.members = []*member{a, b}
+	end := t0.Add(100 * time.Millisecond)
+	h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true, ownWait: true, notBefore: end})
+	h.answered(t0.Add(10*time.Millisecond), nil, true, 1, time.Time{}) // a whole release
+	send, wake := h.poll(a, t0.Add(10*time.Millisecond), false)
+	if send {
+		t.Fatal("A went before its Retry-After ended")
+	}
+	if !wake.Equal(end) {
+		t.Fatalf("A sleeps until %v, want the Retry-After's end %v", wake, end)
+	}
+	if send, _ := h.poll(a, end, false); !send {
+		t.Error("the release kept for A did not let it go when its Retry-After ended")
+	}
+}
+
+// TestFirstAnswerAfterAFailureWakesTheLine: a held retry whose step found
+// the host down goes if the host answers within an attempt's time of it
+// (grace); the answer must wake it, on a host that is not down too.
+func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &host{name: "x", share: 0.01, outageStart: t0, backAt: t0.Add(-time.Second), run: 1, downSeen: t0,
+		took: attemptTime{avg: 100 * time.Millisecond, timed: true}}
+	a, b := newMember(), newMember()
+	a.h, b.h = h, h
+	h.members = []*member{a, b}
+	a.downStep = t0
+	h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true})
+	if h.down() {
+		t.Fatal("setup: the host should not be down")
+	}
+	at := t0.Add(20 * time.Millisecond)
+	h.answered(at, nil, false, 0.25, time.Time{})
+	if !nudged(a) {
+		t.Fatal("the answer that put A in grace did not wake it")
+	}
+	if send, _ := h.poll(a, at, false); !send {
+		t.Error("A, in grace, did not go")
+	}
+}
