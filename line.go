@@ -5,8 +5,9 @@ import "time"
 // The line: a host's held requests, oldest first, and the rules by which
 // each goes (docs/storm-control.md rules 2 to 5).
 
-// member is one retrying request of a host. policy and askBudget are
-// written only by its request's goroutine; the rest is shared under h.mu.
+// member is one retrying request of a host. h (set under the host set's
+// lock when it joins), policy, spent, paid, askBudget and ownSteps are
+// used only by its request's goroutine; the rest is shared under h.mu.
 type member struct {
 	h                 *host
 	wake              chan struct{} // nudged when it should look at the host again
