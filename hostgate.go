@@ -155,14 +155,18 @@ func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 func (h *host) answered(now time.Time, m *member, first bool, full float64, sent time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	longer := false // a longer answer lengthens the grace after a step (see inGrace)
 	if took := now.Sub(sent); !sent.IsZero() && took > 0 {
-		h.answerTook = took
+		longer, h.answerTook = took > h.answerTook, took
 	}
-	if h.down() { // back: every held retry looks whether a step of its found it down
+	switch {
+	case h.down(): // back: every held retry looks whether a step of its found it down
 		h.backAt = now
 		h.nudgeWaiting()
-	} else if h.streak == 0 { // the first answer after a failure: a step that found the host down may be in grace, and the probe's pace is reset
+	case h.streak == 0: // the first answer after a failure: a step that found the host down may be in grace, and the probe's pace is reset
 		h.nudgeWaiting()
+	case longer:
+		h.nudgeInGrace(now)
 	}
 	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
 	if first {
@@ -186,7 +190,11 @@ func (h *host) noteFresh(now time.Time) {
 			gap = h.gap
 		}
 		h.gaps = min(h.gaps+1, gapWeight)
+		old := h.gap
 		h.gap += (gap - h.gap) / time.Duration(h.gaps)
+		if h.gap < old { // the probe, paced by the gap, may be due sooner
+			h.nudgeFirst(now)
+		}
 	}
 	h.lastFresh = now
 }
@@ -260,6 +268,7 @@ func (s *hostSet) leave(m *member) {
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := time.Now()
 	i := slices.Index(h.members, m)
 	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
 	case 0:
@@ -267,8 +276,10 @@ func (s *hostSet) leave(m *member) {
 		s.active.Add(-1)
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
+	default:
+		h.nudgeFirst(now) // it may have been the oldest in line: the next may probe
 	}
-	h.heard(m, time.Now(), false)
+	h.heard(m, now, false)
 }
 
 // earlierOf returns the earlier of a and b, a zero time counting as none.

@@ -114,6 +114,16 @@ func (h *host) nudgeWaiting() {
 	}
 }
 
+// nudgeInGrace nudges every retry held in line that its grace lets go
+// (see inGrace). h.mu is held.
+func (h *host) nudgeInGrace(now time.Time) {
+	for _, m := range h.members {
+		if m.waiting && h.inGrace(m, now) && h.mayGoBetween(m, now) {
+			m.nudge()
+		}
+	}
+}
+
 // nudgeFirst nudges the oldest retry held in line that may probe. h.mu is
 // held.
 func (h *host) nudgeFirst(now time.Time) {
@@ -213,15 +223,15 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if now.Before(m.notBefore) { // it may go once the Retry-After it was told ends: it looks again then
+		defer func() { wake = earlierOf(wake, m.notBefore) }()
+	}
 	h.release(now)
 	if m.released {
 		m.released, m.askBudget, m.fromLine = false, false, true
 		return true, time.Time{}
 	}
-	if m.ownWait { // only the host's answers bring its own step forward, once its Retry-After has ended
-		if now.Before(m.notBefore) {
-			return false, m.notBefore
-		}
+	if m.ownWait { // only the host's answers bring its own step forward
 		return false, time.Time{}
 	}
 	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m, now)) {
