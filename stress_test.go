@@ -80,7 +80,7 @@ func stressRun(t *testing.T, seed uint64) {
 				return nil, r.Context().Err()
 			}
 		} else {
-			time.Sleep(rng.dur(3 * time.Millisecond))
+			time.Sleep(rng.dur(3 * time.Millisecond)) // virtual: the whole run is in a synctest bubble
 		}
 		st := hostState(r.URL.Host, time.Now())
 		x := rng.f()
@@ -191,7 +191,7 @@ func stressRun(t *testing.T, seed uint64) {
 				return
 			default:
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // virtual
 		}
 	})
 
@@ -202,7 +202,7 @@ func stressRun(t *testing.T, seed uint64) {
 			calls := 3 + rng.n(6)
 			for range calls {
 				stressCall(t, rng, trs[(w+rng.n(2))%len(trs)], hosts[rng.n(len(hosts))])
-				time.Sleep(rng.dur(100 * time.Millisecond))
+				time.Sleep(rng.dur(100 * time.Millisecond)) // virtual
 			}
 		})
 	}
