@@ -159,14 +159,9 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 	if took := now.Sub(sent); !sent.IsZero() && took > 0 {
 		longer, h.answerTook = took > h.answerTook, took
 	}
-	switch {
-	case h.down(): // back: every held retry looks whether a step of its found it down
+	back, news := h.down(), h.streak == 0 || longer
+	if back {
 		h.backAt = now
-		h.nudgeWaiting()
-	case h.streak == 0: // the first answer after a failure: a step that found the host down may be in grace, and the probe's pace is reset
-		h.nudgeWaiting()
-	case longer:
-		h.nudgeInGrace(now)
 	}
 	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
 	if first {
@@ -179,6 +174,13 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 	h.share = min(h.share+shareStep*full, full)
 	h.credit += h.share
 	h.release(now)
+	switch {
+	case back: // every held retry looks whether a step of its found it down
+		h.nudgeWaiting()
+	case news: // the first answer after a failure, or a longer one: the retries it puts in grace go, and the probe's pace is reset
+		h.nudgeInGrace(now)
+		h.nudgeFirst(now)
+	}
 }
 
 // noteFresh records a first attempt at now; a pause after fresh requests

@@ -100,3 +100,47 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 		t.Error("A, in grace, did not go")
 	}
 }
+
+// TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern: 500 retries held in
+// line, none of them in grace, on a host that fails and answers by turns.
+// Waking every held retry at each answer after a failure cost 500
+// wake-ups per answer, each a poll under the host's lock (a review's
+// find); an answer wakes only the retries it lets go, and the first in
+// line, whose probe it may bring forward.
+func TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern(t *testing.T) {
+	const held, turns = 500, 100
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := newHostSet(0.25)
+	ms := make([]*member, held)
+	for i := range ms {
+		ms[i] = newMember()
+		s.failed("x", ms[i], failure{at: t0, sent: t0.Add(-10 * time.Millisecond)})
+	}
+	h := ms[0].h
+	h.mu.Lock()
+	h.backAt, h.run = t0, 0 // it has answered before: not down
+	for _, m := range ms {
+		m.waiting, m.place = true, place{nextAt: t0.Add(time.Hour)}
+	}
+	h.mu.Unlock()
+	woken := func() (n int) {
+		for _, m := range ms {
+			if nudged(m) {
+				n++
+			}
+		}
+		return n
+	}
+	woken()
+	wakes, fresh, now := 0, newMember(), t0
+	for range turns {
+		now = now.Add(time.Millisecond)
+		s.failed("x", fresh, failure{first: true, at: now, sent: now.Add(-time.Millisecond)})
+		now = now.Add(time.Millisecond)
+		h.answered(now, nil, true, 0.25, now.Add(-time.Millisecond))
+		wakes += woken()
+	}
+	if wakes > turns {
+		t.Errorf("%d held, %d answers after a failure: %d wake-ups, want at most one per answer", held, turns, wakes)
+	}
+}
