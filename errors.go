@@ -117,10 +117,10 @@ func (r StopReason) String() string {
 // transport error (a response, even a 503, is returned as a response), when
 // nothing could be sent, and when a retry is not sent once the response
 // before it was drained (its wait, counted from the drain's end, would end
-// past the deadline or MaxElapsed; or the deadline stopped it, in a wait
-// or a hold) and that response could not be kept: its body was over 64
-// KiB or still arriving after 100 ms, so it was closed; Err then names its
-// status. It is also what a request the caller cancels returns
+// past the deadline or MaxElapsed; or the deadline stopped it, in a wait,
+// a hold or the retry's own attempt) and that response could not be kept:
+// its body was over 64 KiB or still arriving after 100 ms, so it was
+// closed; Err then names its status. It is also what a request the caller cancels returns
 // (StopCanceled), Err being the context's error, whatever came before.
 //
 // errors.Is and errors.As reach the cause through Unwrap, and Timeout
