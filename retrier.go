@@ -17,7 +17,7 @@ type retrier struct {
 	req   *http.Request
 	st    *stormState
 	m     *member       // storm control's view of the request, from its first retryable failure
-	start time.Time     // when RoundTrip began; set only with MaxElapsed or while a host has requests retrying
+	start time.Time     // when RoundTrip was called, from which MaxElapsed counts; zero without it
 	sent  time.Time     // when the latest attempt went, when known: how long its failure took times a held request's skipped steps
 	prev  time.Duration // the previous own wait, for decorrelated jitter
 	ok    bool          // the request ends in the host's answer
@@ -25,7 +25,18 @@ type retrier struct {
 	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
 }
 
-func (t *Transport) newRetrier(req *http.Request) retrier {
+// elapsedFrom returns when RoundTrip was called, from which MaxElapsed
+// counts; zero, and no clock read, without MaxElapsed.
+func (t *Transport) elapsedFrom() time.Time {
+	if t.MaxElapsed > 0 {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// newRetrier returns the retrier of req, which RoundTrip was called with
+// at called (zero without MaxElapsed).
+func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 	// A copy's requests tell the original's storm control nothing (see
 	// storm), but count in a Budget the copy shares with it.
 	st := t.storm()
@@ -34,11 +45,11 @@ func (t *Transport) newRetrier(req *http.Request) retrier {
 	} else if !t.Storm.NoBudget {
 		t.Storm.Budget.countRequest()
 	}
-	if t.MaxElapsed > 0 || st.timing() {
-		now := time.Now()
-		return retrier{t: t, req: req, st: st, start: now, sent: now}
+	r := retrier{t: t, req: req, st: st, start: called}
+	if !called.IsZero() || st.timing() { // the first attempt's time, after its body was read
+		r.sent = time.Now()
 	}
-	return retrier{t: t, req: req, st: st}
+	return r
 }
 
 // plan returns the own wait before retry n (its backoff, Retry-After

@@ -603,3 +603,39 @@ func TestRetryCutByTheDeadlineAfterAResponseTooLongToKeep(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxElapsedCountsFromRoundTripsCall: "a wait that would end more
+// than MaxElapsed after RoundTrip was called is not started". A body
+// without GetBody that takes 2 s to arrive is read ahead inside
+// RoundTrip; the 2 s wait after its 503 would end at 4 s, past the 3 s
+// MaxElapsed, so the 503 comes back at once with StopMaxElapsed. It was
+// counted from after the read, and the retry went at 4 s (a review's
+// find).
+func TestMaxElapsedCountsFromRoundTripsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newClocked(status(503), status(200))
+		var stop StopReason
+		tr := &Transport{Base: base, MaxElapsed: 3 * time.Second,
+			Policy:   Policy{MaxRetries: 3, BaseDelay: 2 * time.Second, Jitter: JitterNone},
+			OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write([]byte("hello "))
+			time.Sleep(2 * time.Second) // virtual: a slow upload
+			pw.Write([]byte("world"))
+			pw.Close()
+		}()
+		req := httptest.NewRequest("PUT", "http://x/", nil)
+		req.Body, req.ContentLength = pr, -1
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || stop != StopMaxElapsed {
+			t.Errorf("after %v: status %d, stop %v, attempts at %v; want the 503 at 2s with StopMaxElapsed (a wait ending at %v is past MaxElapsed)",
+				time.Since(start), resp.StatusCode, stop, base.at, 4*time.Second)
+		}
+	})
+}

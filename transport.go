@@ -228,6 +228,7 @@ func (t *Transport) CloseIdleConnections() {
 
 // RoundTrip sends req, retrying it as the Transport's rules say.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	called := t.elapsedFrom() // before a body is read ahead, which MaxElapsed counts
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := t.newRetrier(req)
+	r := t.newRetrier(req, called)
 	defer r.leaveIfPanicked()
 
 	var ev RetryEvent    // the failed attempt being retried
