@@ -134,3 +134,30 @@ func TestPanickingOnRetryClosesTheRetrysBody(t *testing.T) {
 		t.Error("the retry's body was left open")
 	}
 }
+
+// TestPanickingOnGiveUpClosesADrainedBodyOnce: a 503 is drained and
+// closed for its retry; the caller cancels during the wait, and OnGiveUp,
+// shown that response (its body already closed, RetryEvent says), panics.
+// The body was closed a second time on the way out, which io.Closer leaves
+// undefined (a review's find).
+func TestPanickingOnGiveUpClosesADrainedBodyOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var body *trackedBody
+		tr := &Transport{Policy: Policy{BaseDelay: time.Second, Jitter: JitterNone},
+			OnGiveUp: func(RetryEvent) { panic("log sink down") },
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				resp := response(503, "busy")
+				body = resp.Body.(*trackedBody)
+				return resp, nil
+			})}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		func() {
+			defer func() { _ = recover() }()
+			tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx))
+		}()
+		if n := body.closes.Load(); n != 1 {
+			t.Errorf("the drained 503's body was closed %d times", n)
+		}
+	})
+}

@@ -227,9 +227,9 @@ func (r *retrier) leaveIfPanicked() {
 
 // giveUp reports a retryable outcome that ends the request, after it left
 // its host.
-func (r *retrier) giveUp(ev RetryEvent, stop StopReason) {
+func (r *retrier) giveUp(ev RetryEvent, stop StopReason, open bool) {
 	r.leave()
-	r.t.giveUp(ev, stop)
+	r.t.giveUp(ev, stop, open)
 }
 
 // drain drains and closes the response of a failed attempt that will be
@@ -282,7 +282,7 @@ func (r *retrier) abandon(ev RetryEvent, last lastOutcome, n int, stop StopReaso
 	if resp != nil {
 		ev.Response = resp
 	}
-	r.giveUp(ev, stop)
+	r.giveUp(ev, stop, false) // the response it shows was drained: its body closed, or the copy in memory
 	return r.end(resp, err)
 }
 

@@ -272,7 +272,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ev = RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
 		wait, stop := r.plan(&body, resp, err, n)
 		if stop != StopNone {
-			r.giveUp(ev, stop)
+			r.giveUp(ev, stop, true)
 			return r.end(a.finish(resp, err, n, stop))
 		}
 
@@ -383,11 +383,13 @@ func (t *Transport) announce(a attempt, ev RetryEvent) {
 
 // giveUp reports a retryable outcome that ends its request; when
 // OnGiveUp panics, the response it was shown, which the caller will not
-// get, is closed on the way out.
-func (t *Transport) giveUp(e RetryEvent, stop StopReason) {
+// get, is closed on the way out if its body is still open (open: not
+// drained for a retry, which closed it, and closing it twice is not
+// io.Closer's contract).
+func (t *Transport) giveUp(e RetryEvent, stop StopReason, open bool) {
 	if t.OnGiveUp != nil {
 		e.Stop = stop
-		done := false
+		done := !open
 		defer closeUnlessDone(e.Response, &done)
 		t.OnGiveUp(e)
 		done = true
