@@ -548,3 +548,30 @@ func TestDrainClosesTheBodyOnce(t *testing.T) {
 		})
 	}
 }
+
+var errFileGone = errors.New("file gone")
+
+// TestRewindErrorComesWithALastResponseNotKept: when GetBody fails, the
+// last outcome comes back with the rewind's error joined to an error. The
+// 503 before the retry had a 100 KiB body, too long to keep, so an *Error
+// naming its status comes back; it did not carry the GetBody error, and
+// the caller could not tell why the retry never went (a review's find).
+func TestRewindErrorComesWithALastResponseNotKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Policy: noWait, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			return response(503, strings.Repeat("x", 100<<10)), nil
+		})}
+		req := httptest.NewRequest("PUT", "http://h/", strings.NewReader("data"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errFileGone }
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != StopRewind || !errors.Is(err, errFileGone) {
+			t.Errorf("err %v: want an *Error with StopRewind that wraps the GetBody error", err)
+		}
+	})
+}

@@ -268,6 +268,9 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 // any retry not sent, the rewind's error joined to a last error.
 func (r *retrier) rewindFailed(ev RetryEvent, last lastOutcome, n int, err error) (*http.Response, error) {
 	err = fmt.Errorf("rewinding request body: %w", err)
+	if last.err == nil && !last.kept { // returned as an *Error naming its status, which carries the rewind's error too
+		last.err = last.notKept()
+	}
 	if last.err != nil {
 		last.err = errors.Join(last.err, err)
 	}
@@ -313,12 +316,17 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 		return l.resp, nil
 	}
 	if err == nil {
-		err = fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)
+		err = l.notKept()
 	}
 	if ended := endedBy(ctx); ended != nil {
 		err = fmt.Errorf("%w: %w", err, ended)
 	}
 	return nil, &Error{Attempts: n, Reason: stop, Err: err}
+}
+
+// notKept is the error returned in place of a response not kept.
+func (l lastOutcome) notKept() error {
+	return fmt.Errorf("%w: status %d", errLastNotKept, l.resp.StatusCode)
 }
 
 // endedBy returns the error of a context that has ended, or nil. A
