@@ -193,15 +193,16 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
 		}
 		out.Body = body
 	case bodyBuffered:
-		if b.buffer.size == 0 && out.ContentLength <= 0 {
+		if b.buffer.size == 0 && out.ContentLength <= 0 && out.Trailer == nil {
 			out.Body, out.GetBody = http.NoBody, nil
 			return nil
 		}
 		// An empty body under a declared length is sent as it is, so that
-		// Base reports the mismatch as it would without retries.
+		// Base reports the mismatch as it would without retries; a Trailer
+		// is sent only with a body of unknown length (chunked).
 		out.Body, _ = b.buffer.newReader()
 		out.GetBody = b.buffer.newReader
-		if out.ContentLength <= 0 {
+		if out.ContentLength <= 0 && out.Trailer == nil {
 			out.ContentLength = b.buffer.size
 		}
 	case bodyOnce:

@@ -575,3 +575,44 @@ func TestRewindErrorComesWithALastResponseNotKept(t *testing.T) {
 		}
 	})
 }
+
+// TestBufferedBodyKeepsItsTrailer: a request with a Trailer and a body of
+// unknown length (ContentLength 0 or -1, as net/http sends trailers only
+// chunked) and no GetBody is buffered for replays. Plain net/http sends
+// its trailer; the Transport sent the buffered body with a Content-Length,
+// and net/http dropped the trailer without a word (a review's find).
+func TestBufferedBodyKeepsItsTrailer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Got-Body", string(b))
+		w.Header().Set("X-Got-Trailer", r.Trailer.Get("X-Checksum"))
+		w.Header().Set("X-Got-TE", strings.Join(r.TransferEncoding, ","))
+	}))
+	defer srv.Close()
+
+	send := func(rt http.RoundTripper, cl int64) (string, string) {
+		t.Helper()
+		req, err := http.NewRequest("PUT", srv.URL, io.NopCloser(strings.NewReader("payload")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = cl
+		req.Trailer = http.Header{"X-Checksum": {"abc123"}}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Got-Body"), resp.Header.Get("X-Got-Trailer")
+	}
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	for _, cl := range []int64{-1, 0} {
+		if b, tr := send(base, cl); b != "payload" || tr != "abc123" {
+			t.Fatalf("plain net/http, ContentLength %d: body %q trailer %q", cl, b, tr)
+		}
+		if b, tr := send(&Transport{Base: base}, cl); b != "payload" || tr != "abc123" {
+			t.Errorf("through httpretry, ContentLength %d: body %q, trailer %q; want the trailer %q as plain net/http sends it", cl, b, tr, "abc123")
+		}
+	}
+}

@@ -144,7 +144,8 @@ type Transport struct {
 	// and RoundTrip returns an *Error with
 	// StopCanceled, or StopDeadline): a longer body is then streamed once
 	// and its request is not retried (StopBodyTooLarge). A body kept is
-	// sent with its length as Content-Length, not chunked. The body of a
+	// sent with its length as Content-Length, not chunked, unless the
+	// request has a Trailer, which only a chunked body carries. The body of a
 	// request whose Policy allows no retries (see WithoutRetries) is not
 	// read ahead at all. Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
