@@ -55,7 +55,7 @@ func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (att
 		ctx, a.cancel = context.WithCancelCause(ctx)
 	}
 	a.req = req.Clone(ctx)
-	if err := body.attemptBody(a.req, req, n); err != nil {
+	if err := body.attemptBody(a.req, req, n, replayable(req, t.RetryAllMethods)); err != nil {
 		a.release()
 		return attempt{}, err
 	}

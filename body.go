@@ -172,13 +172,19 @@ func (b *requestBody) onceIsCallers() bool {
 }
 
 // newReader returns a fresh reader over the buffered body; it is also the
-// GetBody of every buffered attempt, so the base transport can replay too.
+// GetBody of buffered attempts that may be replayed, so that the base
+// transport can replay them too.
 func (b *replayBuffer) newReader() (io.ReadCloser, error) {
 	return &chunkReader{chunks: b.chunks}, nil
 }
 
-// attemptBody sets the body of out, attempt n's request, from req.
-func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
+// attemptBody sets the body of out, attempt n's request, from req. A
+// buffered body gets a GetBody only when the request may be replayed
+// (replay): Base replays a request that has one after failures that do
+// not prove it unprocessed (net/http's HTTP/2 transport after a reset
+// with PROTOCOL_ERROR), and plain net/http would not replay the caller's
+// request, which has none.
+func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) error {
 	switch b.kind {
 	case bodyGetBody:
 		if n == 1 {
@@ -193,22 +199,31 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int) error {
 		}
 		out.Body = body
 	case bodyBuffered:
-		if b.buffer.size == 0 && out.ContentLength <= 0 && out.Trailer == nil {
-			out.Body, out.GetBody = http.NoBody, nil
-			return nil
-		}
-		// An empty body under a declared length is sent as it is, so that
-		// Base reports the mismatch as it would without retries; a Trailer
-		// is sent only with a body of unknown length (chunked).
-		out.Body, _ = b.buffer.newReader()
-		out.GetBody = b.buffer.newReader
-		if out.ContentLength <= 0 && out.Trailer == nil {
-			out.ContentLength = b.buffer.size
-		}
+		b.setBuffered(out, replay)
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
 	}
 	return nil
+}
+
+// setBuffered gives out a reader over the buffered body, sent with a
+// Content-Length unless out has a Trailer, which net/http sends only with
+// a body of unknown length (chunked). An empty body under a declared
+// length is sent as it is, so that Base reports the mismatch as it would
+// without retries.
+func (b *requestBody) setBuffered(out *http.Request, replay bool) {
+	if b.buffer.size == 0 && out.ContentLength <= 0 && out.Trailer == nil {
+		out.Body, out.GetBody = http.NoBody, nil
+		return
+	}
+	out.Body, _ = b.buffer.newReader()
+	out.GetBody = nil
+	if replay {
+		out.GetBody = b.buffer.newReader
+	}
+	if out.ContentLength <= 0 && out.Trailer == nil {
+		out.ContentLength = b.buffer.size
+	}
 }
 
 // chunkReader reads a sequence of immutable chunks. Each attempt has its own.

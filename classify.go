@@ -44,7 +44,9 @@ var defaultRetryableStatuses = [...]int{
 // network timeout, EOF before a response, HTTP/2 GOAWAY (also the error
 // net/http gives a new connection's first stream when a GOAWAY with an
 // error code names none processed, which it does not retry itself) and
-// REFUSED_STREAM, and an AttemptTimeout. A context deadline that is not
+// REFUSED_STREAM (also the errors net/http gives such a stream of a
+// request with a body and no GetBody, which it cannot replay), and an
+// AttemptTimeout. A context deadline that is not
 // req's own (a Base that bounds each attempt with a context of its own) is
 // a timeout too; req's own deadline or cancel is not retried, nor are TLS
 // and certificate errors or any other error. A nil req counts every
@@ -88,9 +90,9 @@ func classifyError(err error) (bool, string) {
 		return false, "" // the caller's own cancellation or deadline
 	case isTLSError(err):
 		return false, "" // a bad certificate does not get better by asking again
-	case isRefusedStream(err):
+	case isRefusedStream(err), refusedNotReplayed(err):
 		return true, "http2 stream refused"
-	case isGoAway(err), isGoAwayUnprocessed(err):
+	case isGoAway(err), isGoAwayUnprocessed(err), goAwayNotReplayed(err):
 		return true, "http2 GOAWAY"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return true, "connection refused"
@@ -120,7 +122,8 @@ func neverSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true // no connection, no request
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err)
+	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) ||
+		refusedNotReplayed(err) || goAwayNotReplayed(err)
 }
 
 // isTLSError reports a handshake or certificate verification failure.
@@ -192,14 +195,56 @@ func isGoAway(err error) bool {
 // stream never reached the server's application (RFC 9113 §6.8).
 const goAwayUnprocessed = "http2: Transport received GOAWAY from server ErrCode:"
 
-// isGoAwayUnprocessed reports that error. It is matched by its message, the
-// one exception to matching by type or shape: net/http gives it neither,
-// only the type of errors.New, whose Error alone is called, as another
-// error's may panic (x509.HostnameError's without a certificate does).
+// isGoAwayUnprocessed reports that error. It is matched by its message, as
+// are notReplayedCause's, the exceptions to matching by type or shape:
+// net/http gives them neither, only the type of errors.New, whose Error
+// alone is called, as another error's may panic (x509.HostnameError's
+// without a certificate does).
 func isGoAwayUnprocessed(err error) bool {
 	return anyInChain(err, func(e error) bool {
 		return reflect.TypeOf(e) == plainErrorType && strings.HasPrefix(e.Error(), goAwayUnprocessed)
 	})
+}
+
+// cannotReplay begins the error net/http's HTTP/2 transport gives a
+// stream it would replay itself, the server not having processed it, but
+// cannot, as its request has a body and no GetBody: the Transport's
+// clones of a request that may not be replayed have none (see
+// attemptBody). The cause is formatted into the message, so the message
+// alone tells it, between cannotReplay and cannotReplayEnd.
+const (
+	cannotReplay    = "http2: Transport: cannot retry err ["
+	cannotReplayEnd = "] after Request.Body was written"
+)
+
+// notReplayedCause returns the cause of that error in err's chain, or ""
+// (matched by message: see isGoAwayUnprocessed).
+func notReplayedCause(err error) (cause string) {
+	anyInChain(err, func(e error) bool {
+		if reflect.TypeOf(e) != plainErrorType {
+			return false
+		}
+		rest, ok := strings.CutPrefix(e.Error(), cannotReplay)
+		if c, _, found := strings.Cut(rest, cannotReplayEnd); ok && found {
+			cause = c
+			return true
+		}
+		return false
+	})
+	return cause
+}
+
+// refusedNotReplayed reports that error for a REFUSED_STREAM from the
+// server ("stream error: stream ID 3; REFUSED_STREAM; received from peer").
+func refusedNotReplayed(err error) bool {
+	cause := notReplayedCause(err)
+	return strings.HasPrefix(cause, "stream error: stream ID ") && strings.HasSuffix(cause, "; REFUSED_STREAM; received from peer")
+}
+
+// goAwayNotReplayed reports that error for a stream a GOAWAY left
+// unprocessed.
+func goAwayNotReplayed(err error) bool {
+	return notReplayedCause(err) == "http2: Transport received Server's graceful shutdown GOAWAY"
 }
 
 // plainErrorType is the type of errors.New's errors, and of fmt.Errorf's

@@ -840,36 +840,39 @@ func TestFaultHTTP2GoAwayOnANewConnection(t *testing.T) {
 func TestFaultHTTP2RefusedStream(t *testing.T) {
 	relNoLeaks(t)
 	// REFUSED_STREAM before any response: the stream was not processed.
-	// net/http's HTTP/2 transport replays it itself through the GetBody the
-	// Transport gives its clones, so even a buffered POST arrives whole.
-	var bodyStreams []uint32
-	var mu sync.Mutex
+	// net/http's HTTP/2 transport replays a PUT itself, through the GetBody
+	// the Transport gives the clones of a request that may be replayed. A
+	// POST without a key gets none, as net/http would not replay it after
+	// other resets; net/http gives it an error of no type, which the
+	// Transport recognizes as never sent and retries itself.
 	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
-		mu.Lock()
-		bodyStreams = append(bodyStreams, stream)
-		mu.Unlock()
 		switch n {
-		case 1:
+		case 1, 3:
 			return relH2Write(w, relH2Rst, 0, stream, relU32s(h2RefusedStream)) == nil
-		case 3: // headers then a refused stream in the middle of the body
+		case 5: // headers then a refused stream in the middle of the body
 			if relH2Write(w, relH2Headers, relH2EndHeaders, stream, []byte{0x88}) != nil ||
 				relH2Write(w, relH2Data, 0, stream, []byte("par")) != nil {
 				return false
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // real: the server's pause on loopback
 			return relH2Write(w, relH2Rst, 0, stream, relU32s(h2RefusedStream)) == nil
 		}
 		return relH2Respond(w, stream, "h2 ok") == nil
 	})
 	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
 	reasons := relReasons(tr)
-	resp, err := relDo(t, tr, "POST", srv.url, io.NopCloser(strings.NewReader("buffered")))
+	resp, err := relDo(t, tr, "PUT", srv.url, io.NopCloser(strings.NewReader("buffered")))
 	relReadOK(t, resp, err, "h2 ok")
 	if got := reasons(); len(got) != 0 {
-		t.Errorf("retry reasons %q: the base transport should have replayed the refused stream", got)
+		t.Errorf("retry reasons %q: the base transport should have replayed the refused PUT", got)
 	}
-	if srv.streams.Load() != 2 {
-		t.Errorf("server saw %d streams, want 2", srv.streams.Load())
+	resp, err = relDo(t, tr, "POST", srv.url, io.NopCloser(strings.NewReader("buffered")))
+	relReadOK(t, resp, err, "h2 ok")
+	if got := reasons(); len(got) != 1 || got[0] != "http2 stream refused" {
+		t.Errorf("retry reasons %q, want one http2 stream refused: the Transport's own retry of the POST", got)
+	}
+	if srv.streams.Load() != 4 {
+		t.Errorf("server saw %d streams, want 4", srv.streams.Load())
 	}
 
 	// The real net/http stream error, read from a body: httpretry's
@@ -885,6 +888,60 @@ func TestFaultHTTP2RefusedStream(t *testing.T) {
 	}
 	if retry, reason := classifyError(rerr); !retry || reason != "http2 stream refused" || !neverSent(rerr) {
 		t.Errorf("classifyError(%v) = %v %q, neverSent %v; want a refused stream", rerr, retry, reason, neverSent(rerr))
+	}
+	relWaitConns(t, srv.ln, srv.client)
+}
+
+// TestFaultHTTP2ResetPostIsSentOnce: a reset with PROTOCOL_ERROR does not
+// prove the stream unprocessed, yet net/http's HTTP/2 transport replays a
+// request that has a GetBody after it. A POST without a key and without
+// GetBody reached the server twice through the Transport, whose clone had
+// one over the buffered body (a review's find); plain net/http sends it
+// once, and so does the Transport now. A PUT is still replayed.
+func TestFaultHTTP2ResetPostIsSentOnce(t *testing.T) {
+	relNoLeaks(t)
+	reset := map[int]bool{1: true, 2: true, 3: true}
+	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+		if reset[n] {
+			return relH2Write(w, relH2Rst, 0, stream, relU32s(0x1 /* PROTOCOL_ERROR */)) == nil
+		}
+		return relH2Respond(w, stream, "h2 ok") == nil
+	})
+	if _, err := relDo(t, srv.client, "POST", srv.url, io.NopCloser(strings.NewReader("amount=100"))); err == nil || srv.streams.Load() != 1 {
+		t.Fatalf("plain net/http: error %v, %d streams; want an error after one (the premise)", err, srv.streams.Load())
+	}
+	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+	reasons := relReasons(tr)
+	if _, err := relDo(t, tr, "POST", srv.url, io.NopCloser(strings.NewReader("amount=100"))); err == nil || srv.streams.Load() != 2 {
+		t.Errorf("POST without a key: error %v, the server saw it %d times; want an error after once", err, srv.streams.Load()-1)
+	}
+	resp, err := relDo(t, tr, "PUT", srv.url, io.NopCloser(strings.NewReader("state")))
+	relReadOK(t, resp, err, "h2 ok")
+	if got := reasons(); len(got) != 0 || srv.streams.Load() != 4 {
+		t.Errorf("PUT: retry reasons %q, %d streams in all; want the base transport's own replay, 4", got, srv.streams.Load())
+	}
+	relWaitConns(t, srv.ln, srv.client)
+}
+
+// TestFaultHTTP2GracefulGoAwayPostIsRetried: a GOAWAY without an error
+// code that leaves a stream unprocessed: net/http cannot replay a POST
+// without GetBody, and says so in an error of no type, which the
+// Transport recognizes as never sent and retries itself.
+func TestFaultHTTP2GracefulGoAwayPostIsRetried(t *testing.T) {
+	relNoLeaks(t)
+	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+		if n == 1 {
+			relH2Write(w, relH2GoAway, 0, 0, relU32s(0, 0 /* NO_ERROR */))
+			return false
+		}
+		return relH2Respond(w, stream, "h2 ok") == nil
+	})
+	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+	reasons := relReasons(tr)
+	resp, err := relDo(t, tr, "POST", srv.url, io.NopCloser(strings.NewReader("x")))
+	relReadOK(t, resp, err, "h2 ok")
+	if got := reasons(); len(got) != 1 || got[0] != "http2 GOAWAY" || srv.streams.Load() != 2 {
+		t.Errorf("retry reasons %q, %d streams; want one http2 GOAWAY, 2", got, srv.streams.Load())
 	}
 	relWaitConns(t, srv.ln, srv.client)
 }

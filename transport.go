@@ -38,10 +38,14 @@ const DefaultMaxRetryAfter = time.Minute
 //     X-Idempotency-Key header, RetryAllMethods is set, or the failure
 //     proves the request was never sent (a dial error, connection refused,
 //     HTTP/2 REFUSED_STREAM, or a GOAWAY naming no stream processed).
+//     Base is given no more to replay than plain net/http would be: the
+//     clone of a request that may not be replayed has no GetBody unless
+//     the caller's request has one (see rule 5).
 //  5. Bodies are rewound with Request.GetBody when it is set. Otherwise a
 //     body of up to MaxBufferedBody bytes is read once into an immutable
-//     buffer, and each attempt reads its own reader over it (its clone
-//     also gets a GetBody, so Base can replay it too); the context's end
+//     buffer, and each attempt reads its own reader over it (the clone of
+//     a request that may be replayed also gets a GetBody, so Base can
+//     replay it too); the context's end
 //     interrupts that read by closing the body (StopCanceled or
 //     StopDeadline). A larger body is sent once, complete and unchanged,
 //     and that request is not retried (StopBodyTooLarge).
