@@ -192,6 +192,9 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 		}
 		body, err := req.GetBody()
 		if err != nil {
+			if body != nil { // a body given with an error is not sent: closed, not leaked
+				body.Close()
+			}
 			return err
 		}
 		if body == nil {

@@ -36,6 +36,20 @@ func TestGetBodyIsUsedWithoutCopying(t *testing.T) {
 	assert.Equal(t, int32(2), getBodies.Load(), "one GetBody per retry, no buffering")
 }
 
+// TestGetBodyErrorClosesTheBodyItGave: a GetBody that returns a body
+// with its error (a file opened, then a seek that failed) has the body
+// closed: the retry is not sent, and nothing else would close it.
+func TestGetBodyErrorClosesTheBodyItGave(t *testing.T) {
+	body := &closeRecorder{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequest("PUT", "http://x/", strings.NewReader("x"))
+	req.GetBody = func() (io.ReadCloser, error) { return body, errors.New("seek failed") }
+	tr := &Transport{Base: newScripted(status(503)), Policy: noWait}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.True(t, body.closed.Load(), "the body GetBody gave with its error was left open")
+}
+
 // TestGetBodyFailureReturnsTheLastOutcome: a retry whose body cannot be
 // produced again is not sent, and not announced to OnRetry; the request
 // returns its last outcome, as for any retry not sent, and OnGiveUp says
