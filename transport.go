@@ -259,7 +259,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		// Send.
 		r.sending(n)
-		resp, err := t.send(a)
+		resp, err := t.send(a, req)
 
 		// Decide. A response that is not retried is returned whether or not
 		// the caller has given up meanwhile, so the context is looked at
@@ -337,9 +337,12 @@ func closeUnlessDone(resp *http.Response, done *bool) {
 	}
 }
 
-// send runs one attempt through Base and holds Base to the RoundTripper
-// contract: exactly one of the response and the error is non-nil.
-func (t *Transport) send(a attempt) (*http.Response, error) {
+// send runs one attempt of req through Base and holds Base to the
+// RoundTripper contract: exactly one of the response and the error is
+// non-nil. A response to the attempt's clone names req as its Request,
+// as net/http's Transport names the request it was given: the clone's
+// context ends with the attempt, and carries its number.
+func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 	var timer *time.Timer
 	if cancel := a.cancel; cancel != nil { // the attempt's timeout starts as it goes: OnRetry's time is not the attempt's
 		timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(ErrAttemptTimeout) })
@@ -354,6 +357,8 @@ func (t *Transport) send(a attempt) (*http.Response, error) {
 		resp = nil
 	case err == nil && resp == nil:
 		err = errNilResponse
+	case resp != nil && resp.Request == a.req:
+		resp.Request = req
 	}
 	if fired || a.timedOut() {
 		if resp != nil {

@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jarcoal/httpmock"
 	"github.com/stretchr/testify/assert"
@@ -414,4 +416,69 @@ func TestURLErrorFromClientStillUnwraps(t *testing.T) {
 	require.True(t, errors.As(err, &rerr))
 	assert.Equal(t, 2, rerr.Attempts)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
+
+// TestResponseNamesTheCallersRequest: net/http's Transport sets
+// resp.Request to the request it was given. The Transport returned its
+// attempt's clone whenever an attempt was one (a retry, a buffered body,
+// AttemptTimeout), whose context is not the caller's: with AttemptTimeout
+// it is canceled once the body is closed (a "next page" request made with
+// resp.Request.Context() failed), and after a retry it carried the
+// attempt's number into the caller's next request (a review's find).
+func TestResponseNamesTheCallersRequest(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		if r.URL.Path == "/flaky" && n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		tr   func(http.RoundTripper) http.RoundTripper
+		path string
+		body bool
+	}{
+		{"net/http", func(b http.RoundTripper) http.RoundTripper { return b }, "/", true},
+		{"buffered body", func(b http.RoundTripper) http.RoundTripper { return &Transport{Base: b} }, "/", true},
+		{"AttemptTimeout", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: b, AttemptTimeout: 5 * time.Second}
+		}, "/", false},
+		{"retried", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: b, Policy: Policy{BaseDelay: -1}}
+		}, "/flaky", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			rt := tc.tr(base)
+			var body io.Reader
+			if tc.body {
+				body = io.NopCloser(strings.NewReader("x"))
+			}
+			req, _ := http.NewRequest(http.MethodPut, srv.URL+tc.path, body)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Request != req {
+				t.Errorf("resp.Request is %p, not the caller's request %p", resp.Request, req)
+			}
+			// The caller's next request, made from the response's context.
+			next, _ := http.NewRequestWithContext(resp.Request.Context(), http.MethodGet, srv.URL, nil)
+			if a := Attempt(next.Context()); a != 1 {
+				t.Errorf("next request's first attempt reports Attempt %d", a)
+			}
+			resp2, err := rt.RoundTrip(next)
+			if err != nil {
+				t.Fatalf("next request made with resp.Request.Context(): %v", err)
+			}
+			resp2.Body.Close()
+		})
+	}
 }
