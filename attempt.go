@@ -55,6 +55,7 @@ func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (att
 		ctx, a.cancel = context.WithCancelCause(ctx)
 	}
 	a.req = req.Clone(ctx)
+	a.req.Trailer = req.Trailer // the caller's map, not a copy: a body may fill in its values as it is read
 	if err := body.attemptBody(a.req, req, n, replayable(req, t.RetryAllMethods)); err != nil {
 		a.release()
 		return attempt{}, err

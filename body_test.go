@@ -630,3 +630,73 @@ func TestBufferedBodyKeepsItsTrailer(t *testing.T) {
 		}
 	}
 }
+
+// trailerAtEOF is a request body that fills in its request's trailer as
+// it reaches EOF, as net/http documents for client requests ("After the
+// HTTP request is sent the map values can be updated while the request
+// body is read").
+type trailerAtEOF struct {
+	r   io.Reader
+	req *http.Request
+}
+
+func (b *trailerAtEOF) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.req.Trailer.Set("X-Checksum", "abc")
+	}
+	return n, err
+}
+
+func (b *trailerAtEOF) Close() error { return nil }
+
+// TestTrailerFilledInByTheBodyIsSent: plain net/http sends the trailer
+// value the body set at EOF. The Transport lost it whenever an attempt was
+// a clone whose body was still the caller's stream: Clone copied the
+// Trailer map before the body was read (a review's find).
+func TestTrailerFilledInByTheBodyIsSent(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		got <- r.Trailer.Get("X-Checksum")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name    string
+		rt      func(http.RoundTripper) http.RoundTripper
+		getBody bool
+	}{
+		{"net/http", func(b http.RoundTripper) http.RoundTripper { return b }, false},
+		{"buffered", func(b http.RoundTripper) http.RoundTripper { return &Transport{Base: b} }, false},
+		{"GetBody+AttemptTimeout", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: b, AttemptTimeout: 5 * time.Second}
+		}, true},
+		{"over MaxBufferedBody", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: b, MaxBufferedBody: 4}
+		}, false},
+		{"MaxBufferedBody -1 + AttemptTimeout", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: b, MaxBufferedBody: -1, AttemptTimeout: 5 * time.Second}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			req, _ := http.NewRequest(http.MethodPut, srv.URL, nil)
+			req.Trailer = http.Header{"X-Checksum": nil}
+			req.Body, req.ContentLength = &trailerAtEOF{r: strings.NewReader("0123456789"), req: req}, -1
+			if tc.getBody {
+				req.GetBody = func() (io.ReadCloser, error) {
+					return &trailerAtEOF{r: strings.NewReader("0123456789"), req: req}, nil
+				}
+			}
+			resp, err := tc.rt(base).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if v := <-got; v != "abc" {
+				t.Errorf("server got trailer X-Checksum=%q, want %q", v, "abc")
+			}
+		})
+	}
+}
