@@ -54,6 +54,7 @@ const (
 	bodyBuffered                 // every attempt reads its own reader over chunks
 	bodyOnce                     // too large to keep: sent once, not replayed
 	bodyStreamed                 // the caller's Body, of a request never retried: sent as it is written
+	bodyTunnel                   // a CONNECT's Body, the tunnel's write side: sent as it is written, never replayed
 )
 
 // requestBody is how one logical request produces its attempts' bodies.
@@ -82,11 +83,14 @@ type replayBuffer struct {
 // request's context does, by closing the body as net/http does to a body
 // it is sending (StopCanceled, or StopDeadline for the deadline; the *Error
 // wraps the context's error). The body of a request that its Policy, or
-// def when it has none of its own, never retries is not read at all.
+// def when it has none of its own, never retries is not read at all, nor
+// is a CONNECT's, which is never replayed.
 func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 		return requestBody{kind: bodyNone}, nil
+	case req.Method == http.MethodConnect: // its body is written after its response: read ahead, it waited for ever
+		return requestBody{kind: bodyTunnel}, nil
 	case req.GetBody != nil:
 		return requestBody{kind: bodyGetBody}, nil
 	case limit < 0 || req.ContentLength > limit:
@@ -162,7 +166,7 @@ func fill(r io.Reader, buf []byte) (n int, err error) {
 // sendsCallersRequest reports whether attempt 1 can send the caller's
 // request as is, its body untouched.
 func (b *requestBody) sendsCallersRequest() bool {
-	return b.kind == bodyNone || b.kind == bodyGetBody || b.kind == bodyStreamed || (b.kind == bodyOnce && b.onceIsCallers())
+	return b.kind == bodyNone || b.kind == bodyGetBody || b.kind == bodyStreamed || b.kind == bodyTunnel || (b.kind == bodyOnce && b.onceIsCallers())
 }
 
 // onceIsCallers reports whether a bodyOnce is the caller's untouched Body.

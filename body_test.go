@@ -1,11 +1,13 @@
 package httpretry
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -698,5 +700,92 @@ func TestTrailerFilledInByTheBodyIsSent(t *testing.T) {
 				t.Errorf("server got trailer X-Checksum=%q, want %q", v, "abc")
 			}
 		})
+	}
+}
+
+// TestConnectTunnelBodyIsStreamed: an HTTP/1 CONNECT whose body is the
+// tunnel's write side (net/http writes it raw, flushing each write, and
+// returns the response as soon as the proxy answers; the caller writes
+// only after that). Plain net/http sends it at once; the Transport read
+// the pipe ahead, to keep it for replays, and waited until the deadline
+// (a review's find).
+func TestConnectTunnelBodyIsStreamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	defer func() { ln.Close(); <-done }()
+	go func() { // a tunnelling proxy that echoes one line
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			if _, err := http.ReadRequest(br); err == nil {
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				line, _ := br.ReadString('\n')
+				io.WriteString(c, line)
+			}
+			c.Close()
+		}
+	}()
+	for _, tc := range []struct {
+		name string
+		rt   func(http.RoundTripper) http.RoundTripper
+	}{
+		{"net/http", func(b http.RoundTripper) http.RoundTripper { return b }},
+		{"httpretry", func(b http.RoundTripper) http.RoundTripper { return &Transport{Base: b} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodConnect, "http://"+ln.Addr().String(), pr)
+			resp, err := tc.rt(base).RoundTrip(req)
+			if err != nil {
+				t.Fatalf("CONNECT: %v", err)
+			}
+			defer resp.Body.Close()
+			go io.WriteString(pw, "ping\n")
+			got, _ := bufio.NewReader(resp.Body).ReadString('\n')
+			if resp.StatusCode != 200 || got != "ping\n" {
+				t.Fatalf("status %d, echo %q", resp.StatusCode, got)
+			}
+		})
+	}
+}
+
+// TestConnectWithABodyIsNeverReplayed: a CONNECT whose dial was refused
+// never reached the server, but its body, a tunnel's stream, is gone with
+// the attempt: it is not retried. One without a body is, as any request
+// that never left.
+func TestConnectWithABodyIsNeverReplayed(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, withBody := range []bool{true, false} {
+		base := newScripted(fail(refused), status(200))
+		var stop StopReason
+		tr := &Transport{Base: base, Policy: noWait, OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+		var body io.Reader
+		if withBody {
+			body = io.NopCloser(strings.NewReader("ping"))
+		}
+		req, _ := http.NewRequest(http.MethodConnect, "http://proxy.test:8080", body)
+		resp, err := tr.RoundTrip(req)
+		if withBody {
+			assert.Error(t, err)
+			assert.Equal(t, StopNotReplayable, stop)
+			assert.Equal(t, 1, base.calls())
+			continue
+		}
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 2, base.calls(), "a CONNECT without a body that never left is retried")
 	}
 }

@@ -48,7 +48,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     replay it too); the context's end
 //     interrupts that read by closing the body (StopCanceled or
 //     StopDeadline). A larger body is sent once, complete and unchanged,
-//     and that request is not retried (StopBodyTooLarge).
+//     and that request is not retried (StopBodyTooLarge). A CONNECT's
+//     body, a tunnel's write side, is sent as it is written, and its
+//     request is not retried (StopNotReplayable).
 //  6. Between attempts it waits per Policy, or the request's own (see
 //     WithPolicy). A wait that would end at or after the context's deadline
 //     (or MaxElapsed) is not started: the last response or error returns
@@ -302,6 +304,8 @@ func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) 
 		return StopNotReplayable
 	case body.kind == bodyOnce:
 		return StopBodyTooLarge // streamed once, and gone
+	case body.kind == bodyTunnel:
+		return StopNotReplayable // a tunnel's stream, however it failed
 	}
 	return StopNone
 }
