@@ -120,8 +120,10 @@ func (r StopReason) String() string {
 // past the deadline or MaxElapsed; or the deadline stopped it, in a wait,
 // a hold or the retry's own attempt) and that response could not be kept:
 // its body was over 64 KiB or still arriving after 100 ms, so it was
-// closed; Err then names its status. It is also what a request the caller cancels returns
-// (StopCanceled), Err being the context's error, whatever came before.
+// closed; Err then names its status. It is also what a request the caller
+// cancels returns (StopCanceled), Err wrapping the context's error, and,
+// when the cancel cut an attempt, that attempt's error too (errors.Is
+// finds both).
 //
 // errors.Is and errors.As reach the cause through Unwrap, and Timeout
 // reports a cause that timed out, so that os.IsTimeout works through

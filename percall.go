@@ -27,7 +27,8 @@ func WithPolicy(ctx context.Context, p Policy) context.Context {
 // Its body is not read ahead to be kept for retries: it streams to Base as
 // it is written, as without httpretry, so a body over MaxBufferedBody
 // reports StopExhausted rather than StopBodyTooLarge unless its
-// ContentLength already said it was too long.
+// ContentLength already said it was too long, or MaxBufferedBody is
+// negative.
 func WithoutRetries(ctx context.Context) context.Context {
 	return WithPolicy(ctx, Policy{MaxRetries: NoRetries})
 }

@@ -51,9 +51,11 @@ type Policy struct {
 	// MaxRetries is the number of attempts after the first one.
 	// Zero means DefaultMaxRetries; NoRetries (or any negative) means none.
 	MaxRetries int
-	// BaseDelay is the exponential backoff's first step.
+	// BaseDelay is the exponential backoff's first step. Zero means
+	// DefaultBaseDelay; negative means retries are not delayed.
 	BaseDelay time.Duration
-	// MaxDelay caps every computed wait.
+	// MaxDelay caps every computed wait, not a Retry-After (see
+	// Transport.MaxRetryAfter). Zero or negative means DefaultMaxDelay.
 	MaxDelay time.Duration
 	// Jitter is the randomization; the zero value is JitterFull.
 	Jitter Jitter
