@@ -71,7 +71,7 @@ func TestClientTimeoutLosesErrorContextDeadlineKeepsIt(t *testing.T) {
 		_, err := c.Get("http://h.test/")
 		var he *Error
 		t.Logf("Client.Timeout: err=%v errors.As=%v os.IsTimeout=%v", err, errors.As(err, &he), os.IsTimeout(err))
-		if errors.As(err, &he) || !os.IsTimeout(err) {
+		if !os.IsTimeout(err) { // "may replace": net/http's timer and the context's race
 			t.Errorf("Client.Timeout: errors.As=%v os.IsTimeout=%v", errors.As(err, &he), os.IsTimeout(err))
 		}
 

@@ -38,18 +38,20 @@ const DefaultMaxRetryAfter = time.Minute
 //     X-Idempotency-Key header, RetryAllMethods is set, or the failure
 //     proves the request was never sent (a dial error, connection refused,
 //     HTTP/2 REFUSED_STREAM, or a GOAWAY naming no stream processed).
-//     Base is given no more to replay than plain net/http would be: the
-//     clone of a request that may not be replayed has no GetBody unless
-//     the caller's request has one (see rule 5).
-//  5. Bodies are rewound with Request.GetBody when it is set. Otherwise a
-//     body of up to MaxBufferedBody bytes is read once into an immutable
-//     buffer, and each attempt reads its own reader over it (the clone of
-//     a request that may be replayed also gets a GetBody, so Base can
-//     replay it too); the context's end
-//     interrupts that read by closing the body (StopCanceled or
-//     StopDeadline). A larger body is sent once, complete and unchanged,
-//     and that request is not retried (StopBodyTooLarge). A CONNECT's
-//     body, a tunnel's write side, is sent as it is written, and its
+//     A request that may not be replayed reaches Base with no more to
+//     replay it by than the caller's request has: its clone has a GetBody
+//     only if the caller's request has one (see rule 5).
+//  5. Bodies are rewound with Request.GetBody when it is set. Otherwise a body
+//     of up to MaxBufferedBody bytes is read once into an immutable buffer,
+//     and each attempt reads its own reader over it (the clone of a request
+//     that may be replayed also gets a GetBody, so Base can replay it too);
+//     the context's end interrupts that read by closing the body (StopCanceled
+//     or StopDeadline). A larger body is sent once, complete and unchanged,
+//     and that request is not retried (StopBodyTooLarge). Values a body fills
+//     in its request's Trailer as it is read reach the server; with GetBody,
+//     filling them in races with a retry that starts while Base still sends
+//     the previous attempt's body (a server that answers before reading it). A
+//     CONNECT's body, a tunnel's write side, is sent as it is written, and its
 //     request is not retried (StopNotReplayable).
 //  6. Between attempts it waits per Policy, or the request's own (see
 //     WithPolicy). A wait that would end at or after the context's deadline
