@@ -45,11 +45,10 @@ func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 	} else if !t.Storm.NoBudget {
 		t.Storm.Budget.countRequest()
 	}
-	r := retrier{t: t, req: req, st: st, start: called}
-	if !called.IsZero() || st.timing() { // the first attempt's time, after its body was read
-		r.sent = time.Now()
+	if t.MaxElapsed > 0 || st.timing() { // the first attempt's time, after its body was read
+		return retrier{t: t, req: req, st: st, start: called, sent: time.Now()}
 	}
-	return r
+	return retrier{t: t, req: req, st: st}
 }
 
 // plan returns the own wait before retry n (its backoff, Retry-After
