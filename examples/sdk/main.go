@@ -4,7 +4,8 @@
 // connection resets of a local fake GitHub API (but for the POST that
 // creates an issue, which is not retried once it may have reached the
 // server). Then the same calls go through a client without httpretry, for
-// contrast. percall_test.go controls retries per call through the SDK.
+// contrast. percall_test.go controls retries per call through the SDK;
+// ratelimit.go retries GitHub's secondary rate limit, not its primary one.
 //
 // Run it with:
 //
@@ -37,8 +38,9 @@ func run(w io.Writer, policy httpretry.Policy) error {
 	fmt.Fprintln(w, "== go-github through httpretry")
 	retrying := func(base http.RoundTripper) http.RoundTripper {
 		return &httpretry.Transport{
-			Base:   base,
-			Policy: policy,
+			Base:       base,
+			Policy:     policy,
+			Classifier: gitHubClassifier, // GitHub's rate limits (ratelimit.go)
 			OnRetry: func(e httpretry.RetryEvent) {
 				fmt.Fprintf(w, "  retry: %s %s attempt %d failed (%s), retried after %v\n",
 					e.Request.Method, e.Request.URL.Path, e.Attempt, e.Reason, e.Wait.Round(1e6))
