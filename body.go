@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -299,8 +298,8 @@ func discard(ctx context.Context, resp *http.Response) {
 		return
 	}
 	due := closeWhenDue(ctx, resp.Body)
+	defer due.done() // deferred: a Read that panics leaves no timer or hook behind
 	io.CopyN(io.Discard, resp.Body, drainLimit)
-	due.done()
 }
 
 // dueCloser closes a body being drained after drainTimeout, or once ctx
@@ -308,12 +307,14 @@ func discard(ctx context.Context, resp *http.Response) {
 // bodies stop at the context's end by themselves, but a custom Base's may
 // not. Closing ends a Read under way, as net/http's bodies allow. The body
 // is closed once, whoever comes first: a second Close is undefined for an
-// io.Closer.
+// io.Closer; and done never waits for a Close under way on the timer's or
+// the context's goroutine (with a sync.Once it did: a Close that took 2 s
+// to return held the drain, and RoundTrip, 2 s past a 300 ms deadline).
 type dueCloser struct {
-	body   io.Closer
-	once   sync.Once
-	timer  *time.Timer
-	unhook func() bool
+	body    io.Closer
+	closing atomic.Bool
+	timer   *time.Timer
+	unhook  func() bool
 }
 
 // closeWhenDue bounds the drain of body under ctx; done ends it.
@@ -324,7 +325,12 @@ func closeWhenDue(ctx context.Context, body io.Closer) *dueCloser {
 	return c
 }
 
-func (c *dueCloser) close() { c.once.Do(func() { c.body.Close() }) }
+// close closes the body unless a Close has begun.
+func (c *dueCloser) close() {
+	if c.closing.CompareAndSwap(false, true) {
+		c.body.Close()
+	}
+}
 
 // done ends the drain: the bounds are stopped and the body closed.
 func (c *dueCloser) done() {
@@ -347,14 +353,21 @@ func drainKeeping(ctx context.Context, resp *http.Response, head bool) ([]byte, 
 		resp.Body.Close()
 		return nil, head
 	}
-	var buf bytes.Buffer
-	due := closeWhenDue(ctx, resp.Body)
-	_, err := io.CopyN(&buf, resp.Body, drainLimit+1)
-	due.done()
+	buf, err := readDue(ctx, resp.Body)
 	if err != io.EOF || buf.Len() > drainLimit {
 		return nil, false
 	}
 	return buf.Bytes(), true
+}
+
+// readDue reads up to drainLimit+1 bytes of body within the drain's bounds
+// (see dueCloser), which it ends even when a Read panics.
+func readDue(ctx context.Context, body io.ReadCloser) (*bytes.Buffer, error) {
+	var buf bytes.Buffer
+	due := closeWhenDue(ctx, body)
+	defer due.done()
+	_, err := io.CopyN(&buf, body, drainLimit+1)
+	return &buf, err
 }
 
 // PeekBody reads up to n bytes of resp's body and returns them, leaving the

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -787,5 +788,58 @@ func TestConnectWithABodyIsNeverReplayed(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 2, base.calls(), "a CONNECT without a body that never left is retried")
+	}
+}
+
+// slowCloseBody is a response body that never sends a byte: its Read
+// waits until Close, which ends it at once, as Transport.Base's contract
+// asks, but Close itself then takes closeTakes to return (a wrapper that
+// waits for its stream's orderly shutdown).
+type slowCloseBody struct {
+	closeTakes time.Duration
+	once       sync.Once
+	closed     chan struct{}
+}
+
+func (b *slowCloseBody) Read([]byte) (int, error) {
+	<-b.closed
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (b *slowCloseBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	time.Sleep(b.closeTakes) // real: see the test
+	return nil
+}
+
+// TestDrainDoesNotWaitForASlowClose: the drain of a failed response is
+// bounded by drainTimeout and by the request's deadline: the dueCloser
+// closes the body, which ends the Read under way. done then closed it
+// again through a sync.Once, which waited for the timer's Close to return:
+// a Close that takes 1 s held the drain, and RoundTrip, far past a 300 ms
+// deadline (a review's find). Real time: a goroutine blocked in
+// sync.Once's mutex is not durably blocked, so under testing/synctest the
+// virtual clock would never reach the end of the slow Close.
+func TestDrainDoesNotWaitForASlowClose(t *testing.T) {
+	{
+		tr := &Transport{Random: half, Policy: Policy{MaxRetries: 3, BaseDelay: 10 * time.Millisecond},
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				resp := response(503, "")
+				resp.ContentLength = -1
+				resp.Body = &slowCloseBody{closeTakes: time.Second, closed: make(chan struct{})}
+				return resp, nil
+			})}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://h/", nil)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		took := time.Since(start)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if took > 300*time.Millisecond+drainTimeout {
+			t.Errorf("RoundTrip took %v under a 300 ms deadline (drain bound %v); err %v", took, drainTimeout, err)
+		}
 	}
 }
