@@ -311,7 +311,7 @@ func TestNegativeBurstOnlyLoneRequestsRetry(t *testing.T) {
 		do("alone")
 		var wg sync.WaitGroup
 		wg.Go(func() { do("A") })
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // virtual: A is retrying when B comes
 		wg.Go(func() { do("B") })
 		wg.Wait()
 		t.Logf("attempts %v stops %v", calls, stops)
