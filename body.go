@@ -308,8 +308,9 @@ func discard(ctx context.Context, resp *http.Response) {
 // not. Closing ends a Read under way, as net/http's bodies allow. The body
 // is closed once, whoever comes first: a second Close is undefined for an
 // io.Closer; and done never waits for a Close under way on the timer's or
-// the context's goroutine (with a sync.Once it did: a Close that took 2 s
-// to return held the drain, and RoundTrip, 2 s past a 300 ms deadline).
+// the context's goroutine (with a sync.Once it did: a Close that took 1 s
+// to return held the drain, and RoundTrip returned 1.1 s into a 300 ms
+// deadline; TestDrainDoesNotWaitForASlowClose).
 type dueCloser struct {
 	body    io.Closer
 	closing atomic.Bool
