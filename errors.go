@@ -53,7 +53,8 @@ const (
 	// A held request stops with it too where its own backoff would; one
 	// whose hold the deadline itself ends stops with StopHostGate.
 	StopDeadline
-	// StopMaxElapsed: the next wait would end after Transport.MaxElapsed.
+	// StopMaxElapsed: the next wait would end at or after
+	// Transport.MaxElapsed.
 	StopMaxElapsed
 	// StopCanceled: the request's context was canceled (its deadline
 	// passing is StopDeadline, or StopHostGate when it ends a hold).

@@ -3,6 +3,7 @@ package httpretry
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -62,7 +63,10 @@ func (e RetryEvent) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, 8)
 	if r := e.Request; r != nil && r.URL != nil {
 		u := *r.URL
-		u.RawQuery, u.Fragment, u.User = "", "", nil
+		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
+		if i := strings.IndexByte(u.Opaque, '?'); i >= 0 { // an opaque request-URI carries its query itself
+			u.Opaque = u.Opaque[:i]
+		}
 		attrs = append(attrs, slog.String("method", r.Method), slog.String("url", u.String()))
 	}
 	attrs = append(attrs, slog.Int("attempt", e.Attempt))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,5 +165,21 @@ func TestRetryEventLogsAsAGroup(t *testing.T) {
 `
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+// TestRetryEventLogsNoQueryOfAnOpaqueURL: a URL built with Opaque, to send
+// a request-URI as it is, carries its query there, and net/http sends it;
+// LogValue leaves it out as it does RawQuery (a review's find).
+func TestRetryEventLogsNoQueryOfAnOpaqueURL(t *testing.T) {
+	req := &http.Request{Method: "GET", Header: http.Header{},
+		URL: &url.URL{Scheme: "https", Host: "api.example", Opaque: "//api.example/v1/items?access_token=secret#frag", ForceQuery: true}}
+	if !strings.Contains(req.URL.RequestURI(), "access_token=secret") {
+		t.Fatalf("request-URI %q: the query is not sent, the test shows nothing", req.URL.RequestURI())
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("retry", "event", RetryEvent{Request: req, Attempt: 1, Reason: "status 503"})
+	if got := buf.String(); strings.Contains(got, "secret") || !strings.Contains(got, `url=https://api.example/v1/items `) {
+		t.Errorf("logged %s; want the URL without its query", got)
 	}
 }

@@ -639,3 +639,29 @@ func TestMaxElapsedCountsFromRoundTripsCall(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitEndingExactlyAtMaxElapsedIsNotStarted: a wait that would end at
+// MaxElapsed is not started, as one ending at the deadline is not; a
+// nanosecond more and it is (a review found the docs said "more than").
+func TestWaitEndingExactlyAtMaxElapsedIsNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		bound    time.Duration
+		attempts int
+		stop     StopReason
+	}{{time.Second, 1, StopMaxElapsed}, {time.Second + 1, 2, StopNone}} {
+		synctest.Test(t, func(t *testing.T) {
+			base := newClocked(status(503), status(200))
+			stop := StopNone
+			tr := &Transport{Base: base, MaxElapsed: tc.bound, Policy: Policy{BaseDelay: time.Second, Jitter: JitterNone},
+				OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if base.calls() != tc.attempts || stop != tc.stop {
+				t.Errorf("MaxElapsed %v, a 1 s wait: %d attempts, stop %v; want %d, %v", tc.bound, base.calls(), stop, tc.attempts, tc.stop)
+			}
+		})
+	}
+}

@@ -169,7 +169,7 @@ type Transport struct {
 	AttemptTimeout time.Duration
 
 	// MaxElapsed bounds a whole logical request, for callers that set no
-	// context deadline: a wait that would end more than MaxElapsed after
+	// context deadline: a wait that would end MaxElapsed or more after
 	// RoundTrip was called is not started. Zero or negative means no bound.
 	MaxElapsed time.Duration
 
