@@ -65,9 +65,9 @@ type closeRecorder struct {
 
 func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
 
-// TestPanickingCallbackClosesTheResponseItHeld: a Classifier or OnGiveUp
-// that panics while the request holds a response nobody else will get
-// left its body, and its connection, open (a review's find).
+// TestPanickingCallbackClosesTheResponseItHeld: a Classifier, OnGiveUp or
+// Random that panics while the request holds a response nobody else will
+// get left its body, and its connection, open (reviews' finds).
 func TestPanickingCallbackClosesTheResponseItHeld(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -77,6 +77,10 @@ func TestPanickingCallbackClosesTheResponseItHeld(t *testing.T) {
 			tr.Classifier = func(*http.Request, *http.Response, error) (bool, string) { panic("classifier bug") }
 		}},
 		{"OnGiveUp", func(tr *Transport) { tr.OnGiveUp = func(RetryEvent) { panic("log sink down") } }},
+		{"Random", func(tr *Transport) { // drawn for the backoff of a retry
+			tr.Policy.MaxRetries = 1
+			tr.Random = func() float64 { panic("random source bug") }
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := &closeRecorder{Reader: strings.NewReader("busy")}

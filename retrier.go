@@ -108,6 +108,16 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	return wait, StopNone
 }
 
+// planClosing is plan, closing resp's body on the way out when Random,
+// which plan calls, panics: no one else holds the response then.
+func (r *retrier) planClosing(body *requestBody, resp *http.Response, err error, n int) (wait time.Duration, stop StopReason) {
+	done := false
+	defer closeUnlessDone(resp, &done)
+	wait, stop = r.plan(body, resp, err, n)
+	done = true
+	return wait, stop
+}
+
 // retryAfter returns the wait resp's Retry-After asks for at now (zero
 // when none), and whether it asks for one that is heeded (see
 // MaxRetryAfter). A zero wait is none: spreading it would draw a random

@@ -31,7 +31,7 @@ const DefaultMaxRetryAfter = time.Minute
 //  3. The caller's request body is closed exactly once, on every path that
 //     returns: a panic in Base or a callback unwinds past it, as it does
 //     through net/http's Client, and leaves the body to Base. A response
-//     that a panicking Classifier or OnGiveUp was given is closed.
+//     held when the Classifier, Random or OnGiveUp panics is closed.
 //  4. An outcome is retried only when the Classifier calls it retryable and
 //     the request may be replayed: its method is idempotent (GET, HEAD,
 //     OPTIONS, TRACE, PUT, DELETE), it carries an Idempotency-Key or
@@ -279,7 +279,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return r.end(a.finish(resp, err, n, StopNotRetryable))
 		}
 		ev = RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
-		wait, stop := r.plan(&body, resp, err, n)
+		wait, stop := r.planClosing(&body, resp, err, n)
 		if stop != StopNone {
 			r.giveUp(ev, stop, true)
 			return r.end(a.finish(resp, err, n, stop))
