@@ -253,7 +253,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for n := 1; ; n++ {
 		// Clone: attempt n's own request and body; only then is the retry
 		// announced, so that OnRetry is never told of a retry not sent.
-		a, err := t.newAttempt(req, &body, n)
+		a, err := r.newAttempt(&body, n)
 		if err != nil {
 			return r.rewindFailed(ev, last, n, err)
 		}
