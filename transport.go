@@ -380,14 +380,13 @@ func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 }
 
 // announce tells OnRetry of the retry a is about to send; when OnRetry
-// panics, a's context is released on the way out, as no timer will, and
-// its body closed, as no Base will (a retry's body is never the caller's:
-// GetBody's, or the buffer's).
+// panics, a's body is closed on the way out, as no Base will (a retry's
+// body is never the caller's: GetBody's, or the buffer's), and RoundTrip
+// releases its context (see leaveIfPanicked).
 func (t *Transport) announce(a attempt, ev RetryEvent) {
 	announced := false
 	defer func() {
 		if !announced {
-			a.release()
 			if a.req.Body != nil {
 				a.req.Body.Close()
 			}
