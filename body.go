@@ -62,8 +62,9 @@ const (
 // reading attempt 1's body while attempt 2 is sent.
 type requestBody struct {
 	kind   bodyKind
-	buffer *replayBuffer // bodyBuffered
-	once   io.ReadCloser // bodyOnce: the prefix read so far, then the rest
+	buffer *replayBuffer  // bodyBuffered
+	once   io.ReadCloser  // bodyOnce: the prefix read so far, then the rest
+	got    *noteReadError // bodyGetBody: the latest retry's body
 }
 
 // replayBuffer is a buffered body. It lives apart from requestBody so that
@@ -203,13 +204,47 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 		if body == nil {
 			return errGetBodyNil // sending the retry without its bytes would lose them
 		}
-		out.Body = body
+		b.got, out.Body = nil, body
+		if body != http.NoBody { // which net/http knows for an empty body
+			b.got = &noteReadError{ReadCloser: body}
+			out.Body = b.got
+		}
 	case bodyBuffered:
 		b.setBuffered(out, replay)
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
 	}
 	return nil
+}
+
+// readFailed reports whether err is, or wraps, the error that the body
+// of the latest retry gave as it was read: net/http returns a request
+// body's read error as the attempt's, and a truncated stream's
+// io.ErrUnexpectedEOF would otherwise pass for a connection closed before
+// a response, retried until the retries ran out. The first attempt's body
+// is the caller's, sent as it is, whose errors are not seen.
+func (b *requestBody) readFailed(err error) bool {
+	if b.got == nil || err == nil {
+		return false
+	}
+	own := b.got.err.Load()
+	return own != nil && errors.Is(err, *own)
+}
+
+// noteReadError is a body from GetBody that notes the first error other
+// than io.EOF it gives, for readFailed.
+type noteReadError struct {
+	io.ReadCloser
+	err atomic.Pointer[error]
+}
+
+// Read reads from the body, noting its first error other than io.EOF.
+func (b *noteReadError) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
 }
 
 // setBuffered gives out a reader over the buffered body, sent with a

@@ -63,7 +63,9 @@ const (
 	// (Request.GetBody failed, or returned a nil body). The last outcome is
 	// returned as for any retry not sent: the last response as it is (the
 	// GetBody error is then not reported), or an *Error that joins the
-	// GetBody error to the last attempt's error.
+	// GetBody error to the last attempt's error. It is also the reason when
+	// a retry's body from GetBody failed as it was read (a stream cut
+	// short): that retry's error, the body's, is returned in an *Error.
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// a body whose read ahead failed, a truncated stream's

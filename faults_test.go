@@ -1052,3 +1052,53 @@ func TestFaultResetDuringUpload(t *testing.T) {
 	t.Logf("the resets as the client saw them: %q", reasons())
 	relWaitConns(t, srv.ln, base)
 }
+
+// cutShort reads n bytes, then fails as a truncated stream does.
+type cutShort struct{ n int }
+
+func (r *cutShort) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	k := min(r.n, len(p))
+	clear(p[:k])
+	r.n -= k
+	return k, nil
+}
+
+// TestFaultGetBodyCutShortIsNotRetriedAsAConnectionFailure: net/http
+// returns a request body's read error as the attempt's, and a body from
+// GetBody cut short, io.ErrUnexpectedEOF, passed for a connection closed
+// before a response: the PUT was sent, cut short, once per retry (a
+// review's find). The first attempt's body is the caller's, sent as it is,
+// so that one retry goes; the retry's failure stops it with StopRewind.
+func TestFaultGetBodyCutShortIsNotRetriedAsAConnectionFailure(t *testing.T) {
+	var served atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer s.Close()
+	tr, base := relClient()
+	defer base.CloseIdleConnections()
+	tr.Policy.MaxRetries = 5
+	reasons := relReasons(tr)
+	var stop StopReason
+	tr.OnGiveUp = func(e RetryEvent) { stop = e.Stop }
+	body := func() io.ReadCloser { return io.NopCloser(&cutShort{n: 3000}) }
+	req, _ := http.NewRequest("PUT", s.URL, body())
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	req.ContentLength = 5000
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a body cut short was sent whole")
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopRewind || e.Attempts != 2 || stop != StopRewind || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("got %v (OnGiveUp's stop %v); want an *Error after 2 attempts, StopRewind, wrapping io.ErrUnexpectedEOF", err, stop)
+	}
+	if n := served.Load(); n > 2 || len(reasons()) != 1 {
+		t.Errorf("the server saw %d requests, OnRetry %q; want at most 2, and one retry", n, reasons())
+	}
+}

@@ -308,6 +308,8 @@ func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) 
 		return StopBodyTooLarge // streamed once, and gone
 	case body.kind == bodyTunnel:
 		return StopNotReplayable // a tunnel's stream, however it failed
+	case body.readFailed(err):
+		return StopRewind // the body GetBody gave failed, not the connection
 	}
 	return StopNone
 }
