@@ -207,3 +207,23 @@ func TestPanickingOnGiveUpClosesADrainedBodyOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestNoBodyResponseStaysNoBodyWithAnAttemptTimeout: with an
+// AttemptTimeout, a response's body is wrapped to keep the attempt's
+// context alive until it is closed; an http.NoBody came back wrapped, no
+// longer equal to http.NoBody, for nothing to read (a review's find).
+func TestNoBodyResponseStaysNoBodyWithAnAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingParent{Context: context.Background(), done: make(chan struct{})}
+		tr := &Transport{AttemptTimeout: time.Hour, Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 204, Header: http.Header{}, Body: http.NoBody}, nil
+		})}
+		resp, err := tr.RoundTrip(httptest.NewRequestWithContext(p, "GET", "http://h/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Body != http.NoBody || p.registered.Load() != p.released.Load() {
+			t.Errorf("body %T (want http.NoBody), attempt contexts registered %d, released %d", resp.Body, p.registered.Load(), p.released.Load())
+		}
+	})
+}

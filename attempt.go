@@ -87,7 +87,7 @@ func (a attempt) finish(resp *http.Response, err error, n int, stop StopReason) 
 		return nil, &Error{Attempts: n, Reason: stop, Err: err}
 	}
 	if a.cancel != nil {
-		if resp.Body == nil {
+		if resp.Body == nil || resp.Body == http.NoBody { // nothing to read: the caller may compare it with NoBody
 			a.release()
 		} else {
 			resp.Body = newCancelBody(resp.Body, a.cancel)
