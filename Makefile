@@ -8,7 +8,7 @@ MODULES      := . $(wildcard examples) $(wildcard bench)
 
 .PHONY: test fmt-check vet unit cover lint demo bench storm fuzz soak ci-smoke
 
-## test: gofmt check, go vet and the race-enabled tests of every module.
+## test: gofmt check, go vet and the tests of every module, race-enabled but bench's.
 test: fmt-check vet unit
 
 fmt-check:

@@ -30,9 +30,10 @@ const (
 // and a storm's retries leave no debt that refuses retries long after it.
 //
 // With the host gate on, it is asked only about the retries that go
-// between a held request's steps into a host proven down (another request
-// to the host is retrying, and 16 of its attempts in a row have been seen
-// to fail): the line's probes, which plain backoff never sends. One that
+// between a held request's steps into a host proven down (see
+// StormControl) that has also failed its last 16 attempts in a row, while
+// another request to it is retrying: the line's probes, which plain
+// backoff never sends. One that
 // finds less than one token waits in line for the next. A retry at its
 // request's own backoff's time is charged when it goes into such a host,
 // or to a host that answers, and never refused: so the budget bounds,

@@ -11,7 +11,10 @@ import (
 // one, the returned error wraps ErrAttemptTimeout, and the base transport's
 // error too when that is another (net/http's Transport returns the cause
 // itself). It is a timeout: its Timeout method reports true, so
-// that os.IsTimeout and net.Error callers see it as one.
+// that os.IsTimeout and net.Error callers see it as one. A Base that
+// returns its context's error (ctx.Err()) when the timeout cuts it makes
+// the returned error match context.Canceled too: to tell the caller's own
+// cancel, look for Error.Reason == StopCanceled.
 var ErrAttemptTimeout error = attemptTimeout{}
 
 // attemptTimeout is ErrAttemptTimeout's type: comparable, so errors.Is
@@ -37,13 +40,14 @@ const (
 	StopNotRetryable
 	// StopNotReplayable: the method is not idempotent and carries no
 	// idempotency key (set one, or RetryAllMethods if the server
-	// deduplicates requests itself).
+	// deduplicates requests itself), or the request is a CONNECT whose
+	// body, a tunnel's stream, is never replayed.
 	StopNotReplayable
 	// StopExhausted: all 1+MaxRetries attempts were made.
 	StopExhausted
 	// StopRetryAfter: the server's Retry-After exceeds MaxRetryAfter.
 	StopRetryAfter
-	// StopDeadline: the next wait would end after the context's deadline,
+	// StopDeadline: the next wait would end at or after the context's deadline,
 	// or the deadline cut off a wait or a retry: the outcome of the
 	// attempt before it is returned. Only in the second case, the deadline
 	// having come, does an *Error wrap context.DeadlineExceeded. The
@@ -72,7 +76,8 @@ const (
 	// io.ErrUnexpectedEOF included: nothing is sent).
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
-	// Transport.Storm) had no retry left.
+	// Transport.Storm) had no retry left. Only with StormControl.NoHostGate:
+	// with the host gate on, the budget never ends a request.
 	StopBudget
 	// StopHostGate: storm control held the request's retries (see
 	// StormControl) until the limit of its hold: the deadline came while
@@ -101,7 +106,7 @@ var stopNames = [...]string{
 	StopInvalid:       "invalid request",
 	StopBudget:        "retry budget exhausted",
 	StopHostGate:      "held by storm control to the limit of its wait",
-	StopBodyTooLarge:  "body not buffered for replay: set GetBody or raise MaxBufferedBody",
+	StopBodyTooLarge:  "body not buffered for replay (set GetBody or raise MaxBufferedBody)",
 }
 
 // MarshalText returns String's phrase, so that encoding/json and log/slog's
@@ -139,7 +144,10 @@ type Error struct {
 	// Err is the last attempt's error, or the context's error when a wait
 	// was canceled. When the context ended the request (its deadline cut
 	// off a wait, a retry or a hold) after a transport error, Err wraps
-	// both, so that errors.Is finds each.
+	// both, so that errors.Is finds each; after a response that could not
+	// be kept, it names that response's status (and wraps the context's
+	// error once the deadline has come); with StopRewind, it joins
+	// GetBody's error to the last attempt's.
 	Err error
 }
 

@@ -21,7 +21,7 @@ func WithPolicy(ctx context.Context, p Policy) context.Context {
 
 // WithoutRetries returns a copy of ctx under which requests are sent once,
 // never retried: WithPolicy with MaxRetries NoRetries. The outcome of the
-// one attempt is returned as it came. When it was retryable, OnGiveUp gets
+// one attempt is returned as it came (a transport error inside an *Error). When it was retryable, OnGiveUp gets
 // StopExhausted, or the reason the request could not have been sent again
 // anyway (StopNotReplayable, StopBodyTooLarge), which is looked at first.
 // Its body is not read ahead to be kept for retries: it streams to Base as

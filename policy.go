@@ -10,7 +10,8 @@ const (
 	// DefaultMaxRetries is the retries after the first attempt.
 	DefaultMaxRetries = 5
 	// DefaultBaseDelay is the backoff before the first retry, which later
-	// ones grow from (see Policy.Delay).
+	// ones grow from (see Policy.Delay), before jitter: the default full
+	// jitter draws the first wait from [0, 200 ms).
 	DefaultBaseDelay = 200 * time.Millisecond
 	// DefaultMaxDelay caps every backoff delay.
 	DefaultMaxDelay = 10 * time.Second
@@ -30,8 +31,9 @@ const (
 	// JitterEqual waits d/2 + rand[0, d/2): never less than half the
 	// exponential delay.
 	JitterEqual
-	// JitterDecorrelated waits min(MaxDelay, rand[BaseDelay, 3·previous)),
-	// growing from the previous wait instead of the retry number.
+	// JitterDecorrelated waits min(MaxDelay, rand[BaseDelay, 3·p)), p the
+	// previous wait but at least BaseDelay (so the first retry waits up to
+	// 3·BaseDelay), growing from it instead of from the retry number.
 	JitterDecorrelated
 	// JitterNone waits exactly d: lockstep retries, for tests and for
 	// callers that add their own spread.

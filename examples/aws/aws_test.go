@@ -273,7 +273,7 @@ func checkReport(t *testing.T, out string) {
 		"(honoured)",
 		"DeleteObjects reached the proxy once and ran once at S3",
 		"small and medium gone: true",
-		"sent once (1 attempt, body not buffered for replay: set GetBody or raise MaxBufferedBody)",
+		"sent once (1 attempt, body not buffered for replay (set GetBody or raise MaxBufferedBody))",
 		"With MaxBufferedBody 4 MiB: ok after 3 attempts.",
 		"that call: ok after 2 requests (attempt=1, attempt=2)",
 		"GetBody: the SDK set it on 0 of the",
