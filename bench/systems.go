@@ -56,7 +56,8 @@ var retryableStatuses = []int{429, 502, 503, 504}
 
 // Systems are the systems under comparison, in the order of every table.
 // Each peer is set up the way its documentation shows for HTTP, with the
-// shared Params; none logs.
+// shared Params and its own jitter (retryablehttp's default backoff has
+// none; failsafe's is ±50%, applied after a Retry-After too); none logs.
 var Systems = []System{
 	{Name: "bare", New: func(base http.RoundTripper, _ Params) http.RoundTripper { return base }},
 	{Name: "httpretry", New: newHTTPRetry},

@@ -2,6 +2,7 @@ package storm
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -146,7 +147,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(q*float64(len(sorted))+0.5) - 1
+	i := int(math.Ceil(q*float64(len(sorted))-1e-9)) - 1 // the ⌈q·n⌉-th value; the epsilon guards a whole rank against float error
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 

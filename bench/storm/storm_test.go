@@ -200,3 +200,21 @@ func TestRecorderRandomFailures(t *testing.T) {
 		t.Fatal("a fail rate of 1 passed")
 	}
 }
+
+// TestPercentileIsTheNearestRank: the q-quantile of n values is the
+// ⌈q·n⌉-th; rounding q·n to the nearest instead gave the p99 of 51 values
+// as the 50th (a review's find).
+func TestPercentileIsTheNearestRank(t *testing.T) {
+	for n := 1; n <= 1000; n++ {
+		sorted := make([]time.Duration, n)
+		for i := range sorted {
+			sorted[i] = time.Duration(i + 1)
+		}
+		for _, pct := range []int{50, 95, 99} {
+			want := time.Duration((pct*n + 99) / 100) // ⌈pct·n/100⌉ in integers
+			if got := percentile(sorted, float64(pct)/100); got != want {
+				t.Fatalf("p%d of 1..%d = %d, want %d", pct, n, got, want)
+			}
+		}
+	}
+}

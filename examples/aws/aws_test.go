@@ -118,11 +118,6 @@ func checkAttempts(t *testing.T, s *summary) {
 			t.Errorf("%s: a failure other than the outage: %+v", r.Name, rec)
 		}
 	}
-	// Retries of the outage happen after it ends: the run's policy has a
-	// floor under every wait (JitterEqual) that makes six waits outlast it.
-	if last := r.Records[len(r.Records)-1]; last.Arrived.Sub(r.Records[0].Arrived) < defaultConfig.outage/2 {
-		t.Errorf("%s: got through %v after the first reset; the outage lasts %v", r.Name, last.Arrived.Sub(r.Records[0].Arrived), defaultConfig.outage)
-	}
 }
 
 // checkPOST proves from the proxy's records of the whole run that S3

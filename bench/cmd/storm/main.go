@@ -51,7 +51,7 @@ func main() {
 	flag.Float64Var(&f.FailRate, "fail-rate", f.FailRate, "share of attempts failed at random in random and random-closed modes; 0 means 5%")
 	flag.Uint64Var(&f.Seed, "seed", f.Seed, "seed of the arrivals and of httpretry's jitter")
 	share := flag.Float64("release-share", 0, "when positive, run httpretry with this StormControl.ReleaseShare (for a sweep)")
-	reruns := flag.Int("reruns", 0, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine)")
+	reruns := flag.Int("reruns", -1, "how often to run again a system whose run fell over 50 ms behind schedule (a busy machine); -1: the scenario's own")
 	systems := flag.String("systems", "", "comma-separated system names; empty means all but the variants of httpretry: "+names())
 	out := flag.String("out", "out", "directory for storm.csv and storm.png (the latter in modes with a chart); empty writes neither")
 	flag.Usage = func() {
@@ -65,7 +65,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	sc.Reruns = *reruns
+	if *reruns >= 0 { // 0 would override the presets' reruns, which make bench keeps
+		sc.Reruns = *reruns
+	}
 	var list []bench.System
 	for _, s := range bench.Systems {
 		if !s.Variant {
