@@ -20,10 +20,14 @@ func WriteTable(w io.Writer, res Results) {
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range res.Systems {
 		m := s.Metrics
-		rec := backTo95(res.Scenario, m)
-		fmt.Fprintf(w, "| %s | %.2f× | %.2f× | %.2f× | %.2f× | %s | %s | %.1f%% | %s | %s | %d | %s (%d) |\n",
-			s.Name, m.Amplification, m.OutageAmplification, m.PeakRatio, m.PeakAfterRatio,
-			rec, seconds(m.DownUntil), 100*m.Success, millis(m.P50), millis(m.P99), m.Conns, millis(m.Lag), m.Runs)
+		inOutage, after := fmt.Sprintf("%.2f×", m.OutageAmplification), fmt.Sprintf("%.2f×", m.PeakAfterRatio)
+		rec, down := backTo95(res.Scenario, m), seconds(m.DownUntil)
+		if res.Scenario.OutageEnd <= res.Scenario.OutageStart && res.Scenario.Mode != Collapse { // no outage: its cells mean nothing
+			inOutage, after, rec, down = "–", "–", "–", "–"
+		}
+		fmt.Fprintf(w, "| %s | %.2f× | %s | %.2f× | %s | %s | %s | %.1f%% | %s | %s | %d | %s (%d) |\n",
+			s.Name, m.Amplification, inOutage, m.PeakRatio, after,
+			rec, down, 100*m.Success, millis(m.P50), millis(m.P99), m.Conns, millis(m.Lag), m.Runs)
 	}
 }
 
