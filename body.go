@@ -62,9 +62,9 @@ const (
 // reading attempt 1's body while attempt 2 is sent.
 type requestBody struct {
 	kind   bodyKind
-	buffer *replayBuffer  // bodyBuffered
-	once   io.ReadCloser  // bodyOnce: the prefix read so far, then the rest
-	got    *noteReadError // bodyGetBody: the latest retry's body
+	buffer *replayBuffer // bodyBuffered
+	once   io.ReadCloser // bodyOnce: the prefix read so far, then the rest
+	got    *taggedBody   // bodyGetBody: the latest retry's body
 }
 
 // replayBuffer is a buffered body. It lives apart from requestBody so that
@@ -206,7 +206,7 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 		}
 		b.got, out.Body = nil, body
 		if body != http.NoBody { // which net/http knows for an empty body
-			b.got = &noteReadError{ReadCloser: body}
+			b.got = &taggedBody{ReadCloser: body}
 			out.Body = b.got
 		}
 	case bodyBuffered:
@@ -217,35 +217,51 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 	return nil
 }
 
-// readFailed reports whether err is, or wraps, the error that the body
+// readFailed reports whether err is, or wraps, an error that the body
 // of the latest retry gave as it was read: net/http returns a request
 // body's read error as the attempt's, and a truncated stream's
 // io.ErrUnexpectedEOF would otherwise pass for a connection closed before
-// a response, retried until the retries ran out. The first attempt's body
-// is the caller's, sent as it is, whose errors are not seen.
+// a response, retried until the retries ran out. The body's errors are
+// told apart by identity, not by value: a connection's failure that
+// matches a sentinel the body also gave (HTTP/2 closes the body of a
+// stream whose connection was lost, and ignores its read error) is not
+// the body's. The first attempt's body is the caller's, sent as it is,
+// whose errors are not seen.
 func (b *requestBody) readFailed(err error) bool {
 	if b.got == nil || err == nil {
 		return false
 	}
-	own := b.got.err.Load()
-	return own != nil && errors.Is(err, *own)
+	var own *bodyReadError
+	return errors.As(err, &own) && own.from == b.got
 }
 
-// noteReadError is a body from GetBody that notes the first error other
-// than io.EOF it gives, for readFailed.
-type noteReadError struct {
+// taggedBody is a body from GetBody whose read errors (io.EOF aside)
+// come wrapped in a bodyReadError naming it, for readFailed.
+type taggedBody struct {
 	io.ReadCloser
-	err atomic.Pointer[error]
 }
 
-// Read reads from the body, noting its first error other than io.EOF.
-func (b *noteReadError) Read(p []byte) (int, error) {
+// Read reads from the body, marking an error other than io.EOF as its own.
+func (b *taggedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
-		b.err.CompareAndSwap(nil, &err)
+		err = &bodyReadError{err: err, from: b}
 	}
 	return n, err
 }
+
+// bodyReadError is a read error of a retry's body: its message and chain
+// are the body's own error's.
+type bodyReadError struct {
+	err  error
+	from *taggedBody
+}
+
+// Error returns the body's own error's message.
+func (e *bodyReadError) Error() string { return e.err.Error() }
+
+// Unwrap returns the body's own error.
+func (e *bodyReadError) Unwrap() error { return e.err }
 
 // setBuffered gives out a reader over the buffered body, sent with a
 // Content-Length unless out has a Trailer, which net/http sends only with

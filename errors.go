@@ -69,7 +69,9 @@ const (
 	// GetBody error is then not reported), or an *Error that joins the
 	// GetBody error to the last attempt's error. It is also the reason when
 	// a retry's body from GetBody failed as it was read (a stream cut
-	// short): that retry's error, the body's, is returned in an *Error.
+	// short): that retry's error, the body's, is returned in an *Error, and
+	// GetBody is not asked again, as a body whose read ahead fails is not
+	// sent (StopInvalid).
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// a body whose read ahead failed, a truncated stream's

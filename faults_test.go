@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -1100,5 +1101,110 @@ func TestFaultGetBodyCutShortIsNotRetriedAsAConnectionFailure(t *testing.T) {
 	}
 	if n := served.Load(); n > 2 || len(reasons()) != 1 {
 		t.Errorf("the server saw %d requests, OnRetry %q; want at most 2, and one retry", n, reasons())
+	}
+}
+
+// endsAtClose gives n bytes, then blocks until it is closed and fails as a
+// gzip reader does when its source is closed under it.
+type endsAtClose struct {
+	n      int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (r *endsAtClose) Read(p []byte) (int, error) {
+	if r.n > 0 {
+		k := min(r.n, len(p))
+		clear(p[:k])
+		r.n -= k
+		return k, nil
+	}
+	<-r.closed
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (r *endsAtClose) Close() error { r.once.Do(func() { close(r.closed) }); return nil }
+
+// TestFaultHTTP2ConnectionLostMidUploadIsNotTheBodys: HTTP/2 returns
+// io.ErrUnexpectedEOF for a connection lost mid-upload and closes the
+// body, whose own io.ErrUnexpectedEOF it ignores; matched by value, that
+// was taken for the body's failure and the request stopped with
+// StopRewind, where the next attempt succeeds (a review's find).
+func TestFaultHTTP2ConnectionLostMidUploadIsNotTheBodys(t *testing.T) {
+	var n atomic.Int32
+	cut := make(chan struct{}, 1)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) {
+		case 1:
+			io.Copy(io.Discard, r.Body)
+			w.WriteHeader(503)
+		case 2:
+			io.ReadFull(r.Body, make([]byte, 100))
+			cut <- struct{}{}
+			<-r.Context().Done()
+		default:
+			io.Copy(io.Discard, r.Body)
+		}
+	}))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	defer s.Close()
+	go func() { <-cut; s.CloseClientConnections() }() // the connection is lost mid-upload
+	base := s.Client().Transport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	var stop StopReason
+	tr := &Transport{Base: base, Policy: Policy{MaxRetries: 3, BaseDelay: -1}, OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+	var gets atomic.Int32
+	body := func() io.ReadCloser {
+		if gets.Add(1) == 2 {
+			return &endsAtClose{n: 100, closed: make(chan struct{})}
+		}
+		return io.NopCloser(bytes.NewReader(make([]byte, 1000)))
+	}
+	req, _ := http.NewRequest("PUT", s.URL, body())
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	req.ContentLength = 1000
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("after %d requests at the server: %v (stop %v); want the third attempt's 200", n.Load(), err, stop)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status %d, want 200", resp.StatusCode)
+	}
+}
+
+// detailedError is an error type that == cannot compare when its detail
+// holds a slice.
+type detailedError struct{ detail any }
+
+func (e detailedError) Error() string { return fmt.Sprint("bad chunk: ", e.detail) }
+
+// TestFaultBodyErrorThatCannotBeComparedIsNoPanic: a retry's body error
+// was matched with errors.Is, which compares with == and panics on an
+// error value holding a slice (a review's find).
+func TestFaultBodyErrorThatCannotBeComparedIsNoPanic(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer s.Close()
+	tr, base := relClient()
+	defer base.CloseIdleConnections()
+	tr.Classifier = func(_ *http.Request, resp *http.Response, err error) (bool, string) { return err != nil, "any error" }
+	body := func() io.ReadCloser {
+		return io.NopCloser(io.MultiReader(bytes.NewReader(make([]byte, 100)), iotest.ErrReader(detailedError{detail: []string{"a"}})))
+	}
+	req, _ := http.NewRequest("PUT", s.URL, body())
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	req.ContentLength = 1000
+	var err error
+	if p := func() (p any) {
+		defer func() { p = recover() }()
+		_, err = tr.RoundTrip(req)
+		return nil
+	}(); p != nil {
+		t.Fatalf("RoundTrip panicked: %v", p)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopRewind || e.Attempts != 2 {
+		t.Errorf("got %v; want an *Error after 2 attempts with StopRewind", err)
 	}
 }
