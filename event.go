@@ -3,7 +3,7 @@ package httpretry
 import (
 	"log/slog"
 	"net/http"
-	"strings"
+	"net/url"
 	"time"
 )
 
@@ -63,10 +63,14 @@ func (e RetryEvent) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, 8)
 	if r := e.Request; r != nil && r.URL != nil {
 		u := *r.URL
-		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
-		if i := strings.IndexByte(u.Opaque, '?'); i >= 0 { // an opaque request-URI carries its query itself
-			u.Opaque = u.Opaque[:i]
+		if u.Opaque != "" { // a request-URI sent as it is, which carries its own query, and may a user
+			if p, err := url.Parse(u.Scheme + ":" + u.Opaque); err == nil {
+				u = *p
+			} else {
+				u.Opaque = ""
+			}
 		}
+		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
 		attrs = append(attrs, slog.String("method", r.Method), slog.String("url", u.String()))
 	}
 	attrs = append(attrs, slog.Int("attempt", e.Attempt))

@@ -170,10 +170,11 @@ func TestRetryEventLogsAsAGroup(t *testing.T) {
 
 // TestRetryEventLogsNoQueryOfAnOpaqueURL: a URL built with Opaque, to send
 // a request-URI as it is, carries its query there, and net/http sends it;
-// LogValue leaves it out as it does RawQuery (a review's find).
+// LogValue leaves it out as it does RawQuery, and a user written there as
+// it does URL.User (reviews' finds).
 func TestRetryEventLogsNoQueryOfAnOpaqueURL(t *testing.T) {
 	req := &http.Request{Method: "GET", Header: http.Header{},
-		URL: &url.URL{Scheme: "https", Host: "api.example", Opaque: "//api.example/v1/items?access_token=secret#frag", ForceQuery: true}}
+		URL: &url.URL{Scheme: "https", Host: "api.example", Opaque: "//user:secret@api.example/v1/items?access_token=secret#frag", ForceQuery: true}}
 	if !strings.Contains(req.URL.RequestURI(), "access_token=secret") {
 		t.Fatalf("request-URI %q: the query is not sent, the test shows nothing", req.URL.RequestURI())
 	}
