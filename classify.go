@@ -41,7 +41,10 @@ var defaultRetryableStatuses = [...]int{
 // and the transport errors that mean a connection failed rather than that
 // the request was wrong: connection refused or reset (also seen as a
 // broken pipe, or a connection closed while sending), a connection or
-// network timeout, EOF before a response, HTTP/2 GOAWAY (also the error
+// network timeout, EOF before a response (also net/http's "server closed
+// idle connection" and HTTP/2's "client conn could not be established"
+// for a new connection the server closed before any request), HTTP/2
+// GOAWAY (also the error
 // net/http gives a new connection's first stream when a GOAWAY with an
 // error code names none processed, which it does not retry itself) and
 // REFUSED_STREAM (also the errors net/http gives such a stream of a
@@ -49,7 +52,9 @@ var defaultRetryableStatuses = [...]int{
 // AttemptTimeout. A context deadline that is not
 // req's own (a Base that bounds each attempt with a context of its own) is
 // a timeout too; req's own deadline or cancel is not retried, nor are TLS
-// and certificate errors or any other error. A nil req counts every
+// and certificate errors or any other error (but a server that rejects a
+// missing client certificate under TLS 1.3 often shows it only as one of
+// the connection failures above, which are retried). A nil req counts every
 // context error as the caller's.
 func DefaultClassifier(req *http.Request, resp *http.Response, err error) (bool, string) {
 	if err != nil {
@@ -104,6 +109,10 @@ func classifyError(err error) (bool, string) {
 		return true, "connection closed while sending" // a reset, seen by the reader, which closed the connection under the writer
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return true, "connection timed out"
+	case closedBeforeRequest(err):
+		// The same server closing a new connection as the EOF below,
+		// seen first by another of net/http's goroutines.
+		return true, "connection closed before a response"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		// No response means the error came first. A head cut off inside a
 		// line reaches here as net/http's malformed response, which cannot
@@ -122,7 +131,7 @@ func neverSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true // no connection, no request
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) ||
+	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
 		refusedNotReplayed(err) || goAwayNotReplayed(err)
 }
 
@@ -203,6 +212,32 @@ const goAwayUnprocessed = "http2: Transport received GOAWAY from server ErrCode:
 func isGoAwayUnprocessed(err error) bool {
 	return anyInChain(err, func(e error) bool {
 		return reflect.TypeOf(e) == plainErrorType && strings.HasPrefix(e.Error(), goAwayUnprocessed)
+	})
+}
+
+// serverClosedIdle is net/http's HTTP/1 error for a connection the server
+// closed while no response was expected yet (its errServerClosedIdle),
+// which net/http retries itself only on a reused connection; on a new one
+// it is the EOF before a response that the Transport retries, seen by the
+// connection's reader before the request was counted.
+const serverClosedIdle = "http: server closed idle connection"
+
+// h2NotEstablished is net/http's HTTP/2 error for a new connection that
+// closed before its first stream was opened (its
+// errClientConnNotEstablished): no request was sent on it.
+const h2NotEstablished = "http2: client conn could not be established"
+
+// closedBeforeRequest reports either error (matched by message: see
+// isGoAwayUnprocessed).
+func closedBeforeRequest(err error) bool {
+	return isPlainError(err, serverClosedIdle) || isPlainError(err, h2NotEstablished)
+}
+
+// isPlainError reports an error of errors.New's type with message msg in
+// err's chain.
+func isPlainError(err error, msg string) bool {
+	return anyInChain(err, func(e error) bool {
+		return reflect.TypeOf(e) == plainErrorType && e.Error() == msg
 	})
 }
 
