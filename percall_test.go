@@ -183,4 +183,10 @@ func TestRetryEventLogsNoQueryOfAnOpaqueURL(t *testing.T) {
 	if got := buf.String(); strings.Contains(got, "secret") || !strings.Contains(got, `url=https://api.example/v1/items `) {
 		t.Errorf("logged %s; want the URL without its query", got)
 	}
+	buf.Reset()
+	req.URL.Opaque = "//api.example/%zz?access_token=secret" // not a URL: only the scheme and host are logged
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("retry", "event", RetryEvent{Request: req, Attempt: 1, Reason: "status 503"})
+	if got := buf.String(); strings.Contains(got, "secret") || !strings.Contains(got, `url=https://api.example `) {
+		t.Errorf("logged %s; want the scheme and host only", got)
+	}
 }
