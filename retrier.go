@@ -163,6 +163,9 @@ func (r *retrier) pastLimits(end time.Time) StopReason {
 // the retry will not be sent.
 func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, stop StopReason) {
 	ctx, start := r.req.Context(), time.Now()
+	if err := ctx.Err(); err != nil && stopFor(err) == StopCanceled {
+		return 0, 0, StopCanceled // canceled during the drain: the caller's doing, whatever the limits say
+	}
 	if !r.m.until.IsZero() { // a held request's step, whose time is set, after the drain as before it
 		own, r.m.until, r.m.minWait = max(r.m.until.Sub(start), r.m.minWait), time.Time{}, 0
 	}

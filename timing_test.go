@@ -665,3 +665,53 @@ func TestWaitEndingExactlyAtMaxElapsedIsNotStarted(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelDuringADrainIsACancel: a caller's cancel that lands while a
+// failed response's body is drained, when the wait after it, counted from
+// the drain's end, would pass the deadline or MaxElapsed, was reported as
+// StopDeadline or StopMaxElapsed (a property test's find).
+func TestCancelDuringADrainIsACancel(t *testing.T) {
+	for _, limit := range []string{"deadline", "MaxElapsed"} {
+		t.Run(limit, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				tr := &Transport{
+					Policy: Policy{MaxRetries: 3, BaseDelay: 950 * time.Millisecond, Jitter: JitterNone},
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						pr, pw := io.Pipe()
+						go func() { // the 503's body comes after 200 ms: the drain waits
+							time.Sleep(200 * time.Millisecond) // virtual
+							pw.Write([]byte("busy"))
+							pw.Close()
+						}()
+						return &http.Response{StatusCode: 503, Header: http.Header{}, Body: pr, ContentLength: -1}, nil
+					}),
+				}
+				if limit == "deadline" {
+					var cancelTimeout context.CancelFunc
+					ctx, cancelTimeout = context.WithTimeout(ctx, time.Second)
+					defer cancelTimeout()
+				} else {
+					tr.MaxElapsed = time.Second
+				}
+				var stops []StopReason
+				tr.OnGiveUp = func(e RetryEvent) { stops = append(stops, e.Stop) }
+				time.AfterFunc(50*time.Millisecond, cancel) // the caller gives up during the drain
+				start := time.Now()
+				resp, err := tr.RoundTrip(httptest.NewRequestWithContext(ctx, "GET", "http://h/", nil))
+				if resp != nil {
+					resp.Body.Close()
+				}
+				var e *Error
+				if !errors.As(err, &e) || e.Reason != StopCanceled || !errors.Is(err, context.Canceled) {
+					t.Errorf("got %v, want an *Error with StopCanceled", err)
+				}
+				if len(stops) != 1 || stops[0] != StopCanceled || time.Since(start) != 50*time.Millisecond {
+					t.Errorf("OnGiveUp's stops %v after %v; want [StopCanceled] at 50ms", stops, time.Since(start))
+				}
+				time.Sleep(time.Second) // virtual: the body's writer ends
+			})
+		})
+	}
+}
