@@ -350,7 +350,9 @@ func discard(ctx context.Context, resp *http.Response) {
 	}
 	due := closeWhenDue(ctx, resp.Body)
 	defer due.done() // deferred: a Read that panics leaves no timer or hook behind
-	io.CopyN(io.Discard, resp.Body, drainLimit)
+	// One byte past drainLimit: a body of exactly drainLimit is read to its
+	// EOF, which frees its connection.
+	io.CopyN(io.Discard, dueReader{resp.Body, due}, drainLimit+1)
 }
 
 // dueCloser closes a body being drained after drainTimeout, or once ctx
@@ -418,8 +420,33 @@ func readDue(ctx context.Context, body io.ReadCloser) (*bytes.Buffer, error) {
 	var buf bytes.Buffer
 	due := closeWhenDue(ctx, body)
 	defer due.done()
-	_, err := io.CopyN(&buf, body, drainLimit+1)
+	_, err := io.CopyN(&buf, dueReader{body, due}, drainLimit+1)
 	return &buf, err
+}
+
+// errDrainCut ends a drain whose bound closed the body: whatever the body
+// says after that, an io.EOF too, it did not arrive whole in time.
+var errDrainCut = errors.New("drain cut off by its bound")
+
+// dueReader reads a body being drained until its dueCloser closes it: a
+// Read that ends after the close fails with errDrainCut, so that a body
+// whose Close ends a Read with io.EOF is not taken for whole, and one
+// that keeps returning (0, nil) does not hold the drain past its bound.
+type dueReader struct {
+	r io.Reader
+	c *dueCloser
+}
+
+// Read reads from the body unless the drain's bound has closed it.
+func (d dueReader) Read(p []byte) (int, error) {
+	if d.c.closing.Load() {
+		return 0, errDrainCut
+	}
+	n, err := d.r.Read(p)
+	if err != nil && d.c.closing.Load() {
+		err = errDrainCut
+	}
+	return n, err
 }
 
 // PeekBody reads up to n bytes of resp's body and returns them, leaving the

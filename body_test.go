@@ -359,8 +359,21 @@ func TestDiscardIsBounded(t *testing.T) {
 	unknown := response(503, strings.Repeat("u", 1<<20))
 	unknown.ContentLength = -1
 	discard(context.Background(), unknown)
-	assert.Equal(t, int64(drainLimit), unknown.Body.(*trackedBody).read.Load(), "an unknown length is read at most drainLimit")
+	assert.Equal(t, int64(drainLimit+1), unknown.Body.(*trackedBody).read.Load(), "an unknown length is read at most drainLimit+1, the byte that shows it longer")
 	assert.Equal(t, int32(1), closes(unknown))
+
+	// A chunked body of exactly drainLimit is read to its EOF, which is what
+	// frees its connection; read to drainLimit it was closed before it (a
+	// review's find).
+	exact := response(503, strings.Repeat("e", drainLimit))
+	exact.ContentLength = -1
+	eof := &eofSeen{Reader: exact.Body}
+	exact.Body = struct {
+		io.Reader
+		io.Closer
+	}{eof, exact.Body}
+	discard(context.Background(), exact)
+	assert.True(t, eof.seen, "a body of exactly drainLimit is read to its EOF")
 
 	discard(context.Background(), nil)
 	discard(context.Background(), &http.Response{})
@@ -849,5 +862,93 @@ func TestDrainDoesNotWaitForASlowClose(t *testing.T) {
 		t.Error("RoundTrip waited for a Close under way on the drain's timer goroutine")
 		close(release)
 		<-done
+	}
+}
+
+// eofSeen records whether its reader gave io.EOF.
+type eofSeen struct {
+	io.Reader
+	seen bool
+}
+
+func (e *eofSeen) Read(p []byte) (int, error) {
+	n, err := e.Reader.Read(p)
+	e.seen = e.seen || err == io.EOF
+	return n, err
+}
+
+// eofOnClose gives part of an error page, then nothing until it is closed,
+// when the Read under way ends with io.EOF, as a body may.
+type eofOnClose struct {
+	closed chan struct{}
+	once   sync.Once
+	sent   bool
+}
+
+func (b *eofOnClose) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "partial error page, the rest is slow"), nil
+	}
+	<-b.closed
+	return 0, io.EOF
+}
+
+func (b *eofOnClose) Close() error { b.once.Do(func() { close(b.closed) }); return nil }
+
+// zeroUntilLate gives (0, nil) a millisecond apart, ignoring Close for a
+// second after it; then it fails.
+type zeroUntilLate struct{ closedAt atomic.Pointer[time.Time] }
+
+func (b *zeroUntilLate) Read(p []byte) (int, error) {
+	time.Sleep(time.Millisecond) // virtual
+	if c := b.closedAt.Load(); c != nil && time.Since(*c) > time.Second {
+		return 0, errors.New("finally")
+	}
+	return 0, nil
+}
+
+func (b *zeroUntilLate) Close() error {
+	now := time.Now()
+	b.closedAt.CompareAndSwap(nil, &now)
+	return nil
+}
+
+// TestDrainCutByItsBoundIsNeverKeptWhole: a drain's bound closes the body
+// and the drain trusted the next Read: a Close that ends a Read with
+// io.EOF made a truncated error page pass for whole, returned when the
+// deadline cut the retry; a body that gave (0, nil) and ignored Close
+// kept the drain, and RoundTrip, 1.1 s into a 300 ms deadline (a review's
+// finds).
+func TestDrainCutByItsBoundIsNeverKeptWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body func() io.ReadCloser
+	}{
+		{"io.EOF on Close", func() io.ReadCloser { return &eofOnClose{closed: make(chan struct{})} }},
+		{"(0, nil) past Close", func() io.ReadCloser { return &zeroUntilLate{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				first := func(r *http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: 503, Header: http.Header{}, Body: tc.body(), ContentLength: -1, Request: r}, nil
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				tr := &Transport{Base: newScripted(first, hang), Policy: Policy{BaseDelay: 100 * time.Millisecond, Jitter: JitterNone}}
+				start := time.Now()
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil).WithContext(ctx))
+				if err == nil {
+					got, _ := io.ReadAll(resp.Body)
+					t.Errorf("a body still arriving after the drain's bound was kept: %q", got)
+				} else if !errors.Is(err, errLastNotKept) {
+					t.Errorf("got %v; want an *Error naming the status", err)
+				}
+				if took := time.Since(start); took > 300*time.Millisecond {
+					t.Errorf("returned %v into a 300ms deadline", took)
+				}
+				time.Sleep(2 * time.Second) // virtual: the bodies end
+			})
+		})
 	}
 }
