@@ -57,48 +57,6 @@ func TestPanickingOnRetryReleasesTheRetrysContext(t *testing.T) {
 	})
 }
 
-// TestPanicReleasesTheAttemptsContext: with an AttemptTimeout, a panic in
-// Base, the Classifier or OnGiveUp left the attempt's context registered
-// with the caller's until that one ended, as OnRetry's once did (a
-// review's find).
-func TestPanicReleasesTheAttemptsContext(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		set  func(*Transport)
-	}{
-		{"Base", func(tr *Transport) {
-			tr.Base = roundTripFunc(func(*http.Request) (*http.Response, error) { panic("base bug") })
-		}},
-		{"Classifier", func(tr *Transport) {
-			tr.Classifier = func(*http.Request, *http.Response, error) (bool, string) { panic("classifier bug") }
-		}},
-		{"OnGiveUp", func(tr *Transport) {
-			tr.Policy.MaxRetries = NoRetries
-			tr.OnGiveUp = func(RetryEvent) { panic("log sink down") }
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				p := &countingParent{Context: context.Background(), done: make(chan struct{})}
-				tr := &Transport{AttemptTimeout: time.Hour,
-					Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
-				tc.set(tr)
-				func() {
-					defer func() { _ = recover() }()
-					resp, err := tr.RoundTrip(httptest.NewRequestWithContext(p, "GET", "http://h/", nil))
-					if err == nil {
-						resp.Body.Close()
-					}
-					t.Error("the panic did not reach the caller")
-				}()
-				if p.registered.Load() == 0 || p.registered.Load() != p.released.Load() {
-					t.Errorf("attempt contexts registered with the caller's %d, released %d", p.registered.Load(), p.released.Load())
-				}
-			})
-		})
-	}
-}
-
 // closeRecorder is a response body that records whether it was closed.
 type closeRecorder struct {
 	io.Reader

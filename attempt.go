@@ -41,11 +41,8 @@ type attempt struct {
 // newAttempt builds attempt n's request. The first attempt sends the
 // caller's request itself when it needs neither a new body nor a timeout of
 // its own: the RoundTripper contract already forbids Base to modify it, and
-// the success path then costs no copy. An attempt's cancel is kept in r
-// until the request ends, so that a panic in Base or a callback does not
-// leave its context registered with the caller's (see leaveIfPanicked).
-func (r *retrier) newAttempt(body *requestBody, n int) (attempt, error) {
-	t, req := r.t, r.req
+// the success path then costs no copy.
+func (t *Transport) newAttempt(req *http.Request, body *requestBody, n int) (attempt, error) {
 	if n == 1 && t.AttemptTimeout <= 0 && body.sendsCallersRequest() {
 		return attempt{req: req}, nil
 	}
@@ -56,7 +53,6 @@ func (r *retrier) newAttempt(body *requestBody, n int) (attempt, error) {
 	var a attempt
 	if t.AttemptTimeout > 0 { // its timer starts as it goes (see send)
 		ctx, a.cancel = context.WithCancelCause(ctx)
-		r.cancelAttempt = a.cancel
 	}
 	a.req = req.Clone(ctx)
 	a.req.Trailer = req.Trailer // the caller's map, not a copy: a body may fill in its values as it is read

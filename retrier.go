@@ -23,8 +23,6 @@ type retrier struct {
 	ok    bool          // the request ends in the host's answer
 	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
 	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
-
-	cancelAttempt context.CancelCauseFunc // the latest attempt's, with an AttemptTimeout, until the request ends
 }
 
 // elapsedFrom returns when RoundTrip was called, from which MaxElapsed
@@ -219,7 +217,6 @@ func (r *retrier) answered(n int, err error) {
 
 // end ends the request with its outcome.
 func (r *retrier) end(resp *http.Response, err error) (*http.Response, error) {
-	r.cancelAttempt = nil // its context ends with the returned body, or has ended
 	r.leave()
 	return resp, err
 }
@@ -231,22 +228,10 @@ func (r *retrier) leave() {
 	r.m = nil
 }
 
-// leaveIfPanicked, deferred by RoundTrip, ends the membership and the
-// attempt's context of a request that Base or a callback unwound with a
-// panic, so that no state outlives it; after any return, end has already
-// done both. It stays small enough to inline: called, it cost the success
-// path 2 ns of 29.
+// leaveIfPanicked, deferred by RoundTrip, ends the membership of a request
+// that Base or a callback unwound with a panic, so that no state outlives
+// it; after any return, end has already left.
 func (r *retrier) leaveIfPanicked() {
-	if r.m != nil || r.cancelAttempt != nil {
-		r.undoAfterPanic()
-	}
-}
-
-// undoAfterPanic is leaveIfPanicked's work.
-func (r *retrier) undoAfterPanic() {
-	if r.cancelAttempt != nil {
-		r.cancelAttempt(context.Canceled)
-	}
 	if r.m != nil {
 		r.leave()
 	}

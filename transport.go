@@ -253,7 +253,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for n := 1; ; n++ {
 		// Clone: attempt n's own request and body; only then is the retry
 		// announced, so that OnRetry is never told of a retry not sent.
-		a, err := r.newAttempt(&body, n)
+		a, err := t.newAttempt(req, &body, n)
 		if err != nil {
 			return r.rewindFailed(ev, last, n, err)
 		}
@@ -382,13 +382,14 @@ func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 }
 
 // announce tells OnRetry of the retry a is about to send; when OnRetry
-// panics, a's body is closed on the way out, as no Base will (a retry's
-// body is never the caller's: GetBody's, or the buffer's), and RoundTrip
-// releases its context (see leaveIfPanicked).
+// panics, a's context is released on the way out, as no timer will, and
+// its body closed, as no Base will (a retry's body is never the caller's:
+// GetBody's, or the buffer's).
 func (t *Transport) announce(a attempt, ev RetryEvent) {
 	announced := false
 	defer func() {
 		if !announced {
+			a.release()
 			if a.req.Body != nil {
 				a.req.Body.Close()
 			}
