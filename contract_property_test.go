@@ -252,14 +252,7 @@ func propDrawCase(seed uint64) propCase {
 	return c
 }
 
-func (c propCase) isDown(at time.Duration) bool {
-	for _, d := range c.downs {
-		if at >= d[0] && at < d[1] {
-			return true
-		}
-	}
-	return false
-}
+func (c propCase) isDown(at time.Duration) bool { return inWindows(c.downs, at) }
 
 // propBody is a response body that arrives at readyAt, whose Close ends a
 // Read under way, and that records its closes and whether its end was read.
@@ -746,18 +739,7 @@ func propCheck(c propCase, cl *propCall, tr *Transport, bad func(string, ...any)
 		fail("retry cut by the deadline: the error %v does not wrap the deadline's", cl.err)
 	}
 
-	// Every response closed exactly once (the returned one by the test).
-	for k, a := range cl.atts {
-		if a.body == nil {
-			continue
-		}
-		a.body.mu.Lock()
-		closes := a.body.closes
-		a.body.mu.Unlock()
-		if closes != 1 {
-			fail("attempt %d's response closed %d times", k+1, closes)
-		}
-	}
+	propCheckClosedOnce(cl, fail) // the returned one by the test
 }
 
 // propCheckCanceled checks a call the caller canceled before it returned:
@@ -787,6 +769,12 @@ func propCheckCanceled(cl *propCall, fail func(string, ...any)) {
 	case !last.canceled && (len(cl.giveUps) != 1 || cl.giveUps[0].e.Stop != StopCanceled):
 		fail("a cancel in a wait: OnGiveUp %d times, want once with StopCanceled", len(cl.giveUps))
 	}
+	propCheckClosedOnce(cl, fail)
+}
+
+// propCheckClosedOnce checks that every response of the call was closed
+// exactly once.
+func propCheckClosedOnce(cl *propCall, fail func(string, ...any)) {
 	for k, a := range cl.atts {
 		if a.body == nil {
 			continue

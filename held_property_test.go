@@ -116,9 +116,12 @@ func drawHeldCase(seed uint64) heldCase {
 }
 
 // down reports whether the host is down at at.
-func (c heldCase) down(at time.Duration) bool {
-	for _, d := range c.downs {
-		if at >= d[0] && at < d[1] {
+func (c heldCase) down(at time.Duration) bool { return inWindows(c.downs, at) }
+
+// inWindows reports whether at falls in one of the windows [from, to).
+func inWindows(windows [][2]time.Duration, at time.Duration) bool {
+	for _, w := range windows {
+		if at >= w[0] && at < w[1] {
 			return true
 		}
 	}
