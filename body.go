@@ -390,22 +390,28 @@ func (c *dueCloser) done() {
 // drainKeeping drains and closes resp like discard, but keeps what it
 // read: when the whole body fitted within drainLimit it returns the bytes
 // and true, so that a retry not sent after all can still return this
-// response, its body in memory. A longer body, or one cut off by an error
-// or the drain's bounds (see dueCloser), gives false. The response to a
-// HEAD (head) is kept empty, whatever its ContentLength says.
-func drainKeeping(ctx context.Context, resp *http.Response, head bool) ([]byte, bool) {
+// response, its body in memory. A body its own read error ended within
+// drainLimit (a connection closed before the Content-Length was sent) is
+// kept too, with that error (cut), so that it comes back as it came. A
+// longer body, or one cut off by the drain's bounds (see dueCloser),
+// gives false. The response to a HEAD (head) is kept empty, whatever its
+// ContentLength says.
+func drainKeeping(ctx context.Context, resp *http.Response, head bool) (body []byte, cut error, kept bool) {
 	if resp == nil || resp.Body == nil {
-		return nil, resp != nil // no body: kept empty
+		return nil, nil, resp != nil // no body: kept empty
 	}
 	if head || resp.ContentLength > drainLimit { // a HEAD's ContentLength is the GET's, and its body type HTTP/2's own
 		resp.Body.Close()
-		return nil, head
+		return nil, nil, head
 	}
 	buf, err := readDue(ctx, resp.Body)
-	if err != io.EOF || buf.Len() > drainLimit {
-		return nil, false
+	if buf.Len() > drainLimit || errors.Is(err, errDrainCut) {
+		return nil, nil, false
 	}
-	return buf.Bytes(), true
+	if err == io.EOF {
+		err = nil
+	}
+	return buf.Bytes(), err, true
 }
 
 // readDue reads up to drainLimit+1 bytes of body within the drain's bounds

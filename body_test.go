@@ -433,32 +433,32 @@ func TestPeekingClassifierKeepsBodyForCaller(t *testing.T) {
 }
 func TestDrainKeeping(t *testing.T) {
 	small := response(503, "short")
-	kept, ok := drainKeeping(context.Background(), small, false)
+	kept, _, ok := drainKeeping(context.Background(), small, false)
 	if !ok || string(kept) != "short" || closes(small) != 1 {
 		t.Errorf("small body: %q %v closes=%d", kept, ok, closes(small))
 	}
 	exact := response(503, string(make([]byte, drainLimit)))
-	if kept, ok := drainKeeping(context.Background(), exact, false); !ok || len(kept) != drainLimit {
+	if kept, _, ok := drainKeeping(context.Background(), exact, false); !ok || len(kept) != drainLimit {
 		t.Errorf("a body of exactly drainLimit is kept whole: %d %v", len(kept), ok)
 	}
 	long := response(503, string(make([]byte, drainLimit+1)))
 	long.ContentLength = -1
-	if _, ok := drainKeeping(context.Background(), long, false); ok || closes(long) != 1 {
+	if _, _, ok := drainKeeping(context.Background(), long, false); ok || closes(long) != 1 {
 		t.Errorf("a body over drainLimit is not kept, and is closed")
 	}
 	big := response(503, string(make([]byte, 1<<20)))
-	if _, ok := drainKeeping(context.Background(), big, false); ok || big.Body.(*trackedBody).read.Load() != 0 {
+	if _, _, ok := drainKeeping(context.Background(), big, false); ok || big.Body.(*trackedBody).read.Load() != 0 {
 		t.Errorf("a declared-large body is closed unread")
 	}
-	if kept, ok := drainKeeping(context.Background(), &http.Response{}, false); !ok || len(kept) != 0 {
+	if kept, _, ok := drainKeeping(context.Background(), &http.Response{}, false); !ok || len(kept) != 0 {
 		t.Errorf("a response without a body (a custom Base's): kept %v, %q; want it kept empty, so that it can still come back", ok, kept)
 	}
-	if _, ok := drainKeeping(context.Background(), nil, false); ok {
+	if _, _, ok := drainKeeping(context.Background(), nil, false); ok {
 		t.Errorf("no response, nothing kept")
 	}
 	head := response(503, "") // HTTP/2 gives a HEAD's response a body type of its own, not http.NoBody
 	head.ContentLength = 1 << 20
-	if kept, ok := drainKeeping(context.Background(), head, true); !ok || len(kept) != 0 || closes(head) != 1 {
+	if kept, _, ok := drainKeeping(context.Background(), head, true); !ok || len(kept) != 0 || closes(head) != 1 {
 		t.Errorf("a HEAD's response is kept, empty, whatever its ContentLength: %q %v closes=%d", kept, ok, closes(head))
 	}
 }

@@ -1296,3 +1296,37 @@ func TestFaultNewConnectionClosedBeforeARequestIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultShort503ComesBackAsItCameWhenTheDeadlineCutsTheRetry: a 503
+// that declares 100 bytes, sends 3 and closes, then a retry that hangs
+// until the deadline. Retries run out, the 503 came back as it came, its
+// 3 bytes then io.ErrUnexpectedEOF; the deadline cutting the retry, it
+// came back as an *Error that called it too long or too slow, which it
+// was not (a review's find).
+func TestFaultShort503ComesBackAsItCameWhenTheDeadlineCutsTheRetry(t *testing.T) {
+	relNoLeaks(t)
+	srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
+		io.Copy(io.Discard, req.Body)
+		if n == 1 {
+			io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\nabc")
+			return false
+		}
+		c.SetReadDeadline(time.Now().Add(3 * time.Second)) // the retry hangs until the client's deadline
+		br.ReadByte()
+		return false
+	})
+	tr, base := relClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.url, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("got %v; want the 503 before the cut retry", err)
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || string(b) != "abc" || !errors.Is(rerr, io.ErrUnexpectedEOF) {
+		t.Errorf("status %d, body %q, read error %v; want 503, \"abc\", io.ErrUnexpectedEOF", resp.StatusCode, b, rerr)
+	}
+	relWaitConns(t, srv.ln, base)
+}

@@ -250,7 +250,7 @@ func (r *retrier) drain(resp *http.Response, err error) lastOutcome {
 	last := lastOutcome{resp: resp, err: err, kept: err != nil}
 	if resp != nil {
 		start := time.Now()
-		last.body, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
+		last.body, last.cut, last.kept = drainKeeping(r.req.Context(), resp, r.req.Method == http.MethodHead)
 		r.st.drained(r.m, time.Since(start)) // timed even when the attempt was not: a held request's deadline is fitted with it (see lastStep)
 	}
 	return last
@@ -308,6 +308,7 @@ type lastOutcome struct {
 	resp *http.Response
 	err  error
 	body []byte
+	cut  error // the read error that ended body, when its own body was cut short
 	kept bool
 }
 
@@ -322,7 +323,10 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 	err := l.err
 	if err == nil && l.kept {
 		l.resp.Body = http.NoBody // a HEAD's, or an empty body
-		if len(l.body) > 0 {
+		switch {
+		case l.cut != nil: // as it came: its bytes, then the error that cut it short
+			l.resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(l.body), failingReader{l.cut}))
+		case len(l.body) > 0:
 			l.resp.Body = io.NopCloser(bytes.NewReader(l.body))
 		}
 		return l.resp, nil
@@ -366,3 +370,9 @@ func stopFor(err error) StopReason {
 // errLastNotKept is the cause given for a last response that could not be
 // returned: its body was too long, or too slow, to keep in memory.
 var errLastNotKept = fmt.Errorf("last response not kept (body over %d KiB or slower than %v)", drainLimit>>10, drainTimeout)
+
+// failingReader fails every Read with err.
+type failingReader struct{ err error }
+
+// Read returns err.
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }

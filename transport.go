@@ -59,7 +59,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     at once; a retry, or a wait, that the deadline cuts off returns the
 //     outcome of the attempt before it (a response whose body was over 64
 //     KiB, or still arriving after 100 ms, is not kept for that: an *Error
-//     that names its status and wraps the deadline's error comes instead,
+//     that names its status and wraps the deadline's error comes instead;
+//     one the server cut short is kept, its bytes then its read error;
 //     and a transport error before it comes wrapped with the deadline's
 //     error). Cancelling the context ends a wait at once with an *Error
 //     wrapping the context's error; the deprecated Request.Cancel reaches
