@@ -201,6 +201,52 @@ func relClient() (*Transport, *http.Transport) {
 	}, base
 }
 
+// relReadSignal makes base's connections signal, on the returned channel,
+// each time one of them has read want bytes in all, so that a server that
+// breaks a connection after writing waits for the client to have its bytes
+// instead of sleeping.
+func relReadSignal(base *http.Transport, want int) <-chan struct{} {
+	got := make(chan struct{}, 16)
+	var d net.Dialer
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &relCountingConn{Conn: c, want: want, got: got}, nil
+	}
+	return got
+}
+
+// relCountingConn is a client connection that signals once it has read
+// want bytes.
+type relCountingConn struct {
+	net.Conn
+	want, read int // read is used only by the connection's reader
+	got        chan<- struct{}
+}
+
+func (c *relCountingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.read < c.want && c.read+n >= c.want {
+		select {
+		case c.got <- struct{}{}:
+		default:
+		}
+	}
+	c.read += n
+	return n, err
+}
+
+// relAwait waits for a signal of relReadSignal, or gives up after 5 s so
+// that a server goroutine never hangs a test that failed otherwise.
+func relAwait(got <-chan struct{}) {
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+	}
+}
+
 // relReasons records the OnRetry reasons of a Transport.
 func relReasons(tr *Transport) func() []string {
 	var mu sync.Mutex
@@ -305,11 +351,13 @@ func TestFaultResetMidHeaders(t *testing.T) {
 	} {
 		for _, rst := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%q rst=%v", tc.cut, rst), func(t *testing.T) {
+				tr, base := relClient()
+				received := relReadSignal(base, len(tc.cut))
 				srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
 					if n%2 == 1 {
 						io.Copy(io.Discard, req.Body)
 						io.WriteString(c, tc.cut)
-						time.Sleep(2 * time.Millisecond) // let the bytes leave before the reset
+						relAwait(received) // the bytes reach the client before the reset
 						if rst {
 							relReset(c)
 						} else {
@@ -319,7 +367,6 @@ func TestFaultResetMidHeaders(t *testing.T) {
 					}
 					return relOK(req, c, "whole")
 				})
-				tr, base := relClient()
 				reasons := relReasons(tr)
 				resp, err := relDo(t, tr, "PUT", srv.url, strings.NewReader("body"))
 				got := reasons()
@@ -358,10 +405,13 @@ func TestFaultCloseMidBody(t *testing.T) {
 		{"last 503", func(tr *Transport) { tr.Policy.MaxRetries = 1 }, 503, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			head := fmt.Sprintf("HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n", tc.status, full)
+			tr, base := relClient()
+			received := relReadSignal(base, len(head)+len(prefix))
 			srv := relStartRaw(t, func(n int, req *http.Request, br *bufio.Reader, c net.Conn) bool {
 				io.Copy(io.Discard, req.Body)
-				fmt.Fprintf(c, "HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s", tc.status, full, prefix)
-				time.Sleep(20 * time.Millisecond)
+				io.WriteString(c, head+prefix)
+				relAwait(received) // the prefix reaches the client before the connection breaks
 				if n%2 == 0 {
 					relReset(c)
 				} else {
@@ -369,7 +419,6 @@ func TestFaultCloseMidBody(t *testing.T) {
 				}
 				return false
 			})
-			tr, base := relClient()
 			tc.tr(tr)
 			reasons := relReasons(tr)
 			resp, err := relDo(t, tr, "GET", srv.url, nil)
