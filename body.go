@@ -102,8 +102,11 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { req.Body.Close() })
 	}
-	chunks, size, err := readChunks(req.Body, limit, req.ContentLength)
-	if !stop() { // the context ended: the body is closed, whatever was read
+	chunks, size, err := readChunks(ctx, req.Body, limit, req.ContentLength)
+	if stopped := stop(); !stopped || err == errReadAheadEnded { // the context ended: the body is closed, whatever was read
+		if stopped { // ended before its AfterFunc could close the body
+			req.Body.Close()
+		}
 		err = fmt.Errorf("reading request body: %w", ctx.Err())
 		return requestBody{}, &Error{Reason: stopFor(ctx.Err()), Err: err}
 	}
@@ -119,9 +122,10 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	return requestBody{kind: bodyBuffered, buffer: &replayBuffer{chunks: chunks, size: size}}, nil
 }
 
-// readChunks reads r until EOF or until more than limit bytes arrived.
-// hint, when positive, is the expected length, read into one chunk.
-func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, err error) {
+// readChunks reads r until EOF or until more than limit bytes arrived,
+// or, once ctx has ended, r gives no byte (see fill). hint, when
+// positive, is the expected length, read into one chunk.
+func readChunks(ctx context.Context, r io.Reader, limit, hint int64) (chunks [][]byte, size int64, err error) {
 	next := int64(firstChunk)
 	if hint > 0 {
 		next = min(hint, maxHintChunk) + 1 // one byte more, to see EOF or a longer body in one read
@@ -132,7 +136,7 @@ func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, er
 			want = left + 1 // one byte past the limit shows an over-limit body; never overflows
 		}
 		buf := make([]byte, want)
-		n, err := fill(r, buf)
+		n, err := fill(ctx, r, buf)
 		if n > 0 {
 			chunks = append(chunks, buf[:n])
 			size += int64(n)
@@ -152,15 +156,24 @@ func readChunks(r io.Reader, limit, hint int64) (chunks [][]byte, size int64, er
 // fill reads r into buf until buf is full or r ends. Unlike io.ReadFull,
 // it passes on an io.ErrUnexpectedEOF of r's own (a truncated gzip
 // stream) as the error it is: taken for the body's end, it sent a body
-// cut short as complete.
-func fill(r io.Reader, buf []byte) (n int, err error) {
+// cut short as complete. A read that gives no byte and no error once ctx
+// has ended ends it with errReadAheadEnded: closed for the context's end,
+// a polled body that kept saying (0, nil) held RoundTrip 10 s past a 1 s
+// deadline.
+func fill(ctx context.Context, r io.Reader, buf []byte) (n int, err error) {
 	for n < len(buf) && err == nil {
 		var k int
 		k, err = r.Read(buf[n:])
 		n += k
+		if k == 0 && err == nil && ctx.Err() != nil {
+			err = errReadAheadEnded
+		}
 	}
 	return n, err
 }
+
+// errReadAheadEnded ends the read ahead of a body whose context ended.
+var errReadAheadEnded = errors.New("httpretry: read ahead ended by the context")
 
 // sendsCallersRequest reports whether attempt 1 can send the caller's
 // request as is, its body untouched.

@@ -268,7 +268,7 @@ func TestReadChunks(t *testing.T) {
 			}
 			for _, hint := range []int64{0, int64(size)} {
 				payload := bytes.Repeat([]byte{'z'}, size)
-				chunks, n, err := readChunks(iotest.OneByteReader(bytes.NewReader(payload)), limit, min(hint, limit))
+				chunks, n, err := readChunks(context.Background(), iotest.OneByteReader(bytes.NewReader(payload)), limit, min(hint, limit))
 				require.NoError(t, err)
 				assert.Equal(t, int64(min(int64(size), limit+1)), n, "size %d limit %d hint %d", size, limit, hint)
 				assert.Equal(t, string(payload[:n]), string(bytes.Join(chunks, nil)))
@@ -289,7 +289,7 @@ func TestReadChunksPassesOnAReadersUnexpectedEOF(t *testing.T) {
 	for _, size := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, maxChunk, 3 * maxChunk, limit, limit + 1, limit + 2} {
 		for _, hint := range []int64{0, int64(size)} {
 			cut := io.MultiReader(bytes.NewReader(make([]byte, size)), iotest.ErrReader(io.ErrUnexpectedEOF))
-			_, n, err := readChunks(iotest.HalfReader(cut), limit, min(hint, limit))
+			_, n, err := readChunks(context.Background(), iotest.HalfReader(cut), limit, min(hint, limit))
 			if size <= limit {
 				assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "size %d hint %d", size, hint)
 			} else {
@@ -950,5 +950,80 @@ func TestDrainCutByItsBoundIsNeverKeptWhole(t *testing.T) {
 				time.Sleep(2 * time.Second) // virtual: the bodies end
 			})
 		})
+	}
+}
+
+// polledBody is a request body of a producer that is polled: until data
+// comes, Read waits 10 ms and returns (0, nil). Close is noted, but only
+// pastClose reads after it does Read say EOF.
+type polledBody struct {
+	closed    atomic.Bool
+	pastClose int
+	reads     int
+}
+
+func (b *polledBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		if b.reads++; b.reads > b.pastClose {
+			return 0, io.EOF
+		}
+	}
+	time.Sleep(10 * time.Millisecond) // virtual: the tests using it run in a synctest bubble
+	return 0, nil
+}
+
+func (b *polledBody) Close() error { b.closed.Store(true); return nil }
+
+// TestReadAheadOfABodyPolledPastItsCloseEndsAtTheDeadline: the read ahead
+// of a body without GetBody ends when the request's context does
+// (MaxBufferedBody's doc), even for a body that, closed, goes on saying
+// (0, nil); it held RoundTrip 10 s past a 1 s deadline, where net/http
+// alone returns at the deadline (a review's find).
+func TestReadAheadOfABodyPolledPastItsCloseEndsAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := &polledBody{pastClose: 1000} // 10 s of (0, nil) past the close
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "PUT", "http://x/", body)
+		base := newScripted(status(200))
+		start := time.Now()
+		_, err := (&Transport{Base: base}).RoundTrip(req)
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != StopDeadline || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v; want an *Error with StopDeadline wrapping the deadline's error", err)
+		}
+		if took := time.Since(start); took > time.Second+10*time.Millisecond { // the read under way at the deadline ends
+			t.Errorf("RoundTrip returned %v after it was called; its deadline was 1s, a read 10 ms", took)
+		}
+		synctest.Wait() // the context's AfterFunc may close the body just after RoundTrip returns, as net/http allows
+		if base.calls() != 0 || !body.closed.Load() {
+			t.Errorf("%d attempts sent, body closed %v; want none sent and the body closed", base.calls(), body.closed.Load())
+		}
+	})
+}
+
+// TestRetrysBodyFailingWithAnErrorNotRetriedEndsAsThatError: a retry's
+// body from GetBody that fails with an error the classifier does not
+// retry ends the call as any such error does, StopNotRetryable and no
+// OnGiveUp; StopRewind is for a body error that would be retried (see
+// TestFaultGetBodyCutShort...). StopRewind's doc said any (a review's
+// find, of the doc).
+func TestRetrysBodyFailingWithAnErrorNotRetriedEndsAsThatError(t *testing.T) {
+	req, _ := http.NewRequest("PUT", "http://x/", strings.NewReader("abc"))
+	req.GetBody = func() (io.ReadCloser, error) { return &failingBody{n: 2}, nil }
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		_, err := io.ReadAll(r.Body) // net/http returns a request body's read error
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		return status(503)(r)
+	})
+	var stops []StopReason
+	tr := &Transport{Base: base, Policy: noWait, OnGiveUp: func(e RetryEvent) { stops = append(stops, e.Stop) }}
+	_, err := tr.RoundTrip(req)
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopNotRetryable || e.Attempts != 2 || !errors.Is(err, errBodyRead) || len(stops) != 0 {
+		t.Errorf("err %v, OnGiveUp %v; want the body's error after 2 attempts, StopNotRetryable, no OnGiveUp", err, stops)
 	}
 }
