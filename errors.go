@@ -68,8 +68,10 @@ const (
 	// returned as for any retry not sent: the last response as it is (the
 	// GetBody error is then not reported), or an *Error that joins the
 	// GetBody error to the last attempt's error. It is also the reason when
-	// a retry's body from GetBody failed as it was read (a stream cut
-	// short): that retry's error, the body's, is returned in an *Error, and
+	// a retry's body from GetBody failed as it was read with an error the
+	// classifier retries (a stream cut short, io.ErrUnexpectedEOF; one it
+	// does not retry ends the call as any such error does): that retry's
+	// error, the body's, is returned in an *Error, and
 	// GetBody is not asked again, as a body whose read ahead fails is not
 	// sent (StopInvalid).
 	StopRewind

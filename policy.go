@@ -33,7 +33,9 @@ const (
 	JitterEqual
 	// JitterDecorrelated waits min(MaxDelay, rand[BaseDelay, 3·p)), p the
 	// previous wait but at least BaseDelay (so the first retry waits up to
-	// 3·BaseDelay), growing from it instead of from the retry number.
+	// 3·BaseDelay) and at most MaxDelay (a Retry-After's longer wait does
+	// not lengthen the draws after it), growing from it instead of from
+	// the retry number.
 	JitterDecorrelated
 	// JitterNone waits exactly d: lockstep retries, for tests and for
 	// callers that add their own spread.

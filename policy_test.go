@@ -82,11 +82,13 @@ func TestJitterFormulas(t *testing.T) {
 		{JitterEqual, 0, 0, 200 * time.Millisecond},
 		{JitterEqual, 0.5, 0, 300 * time.Millisecond},
 		{JitterNone, 0.9, 0, 400 * time.Millisecond},
-		// decorrelated: base + u·(3·prev − base), prev floored at base
+		// decorrelated: base + u·(3·prev − base), prev floored at base and
+		// capped at MaxDelay (a Retry-After's 100 s wait before it)
 		{JitterDecorrelated, 0, 0, 100 * time.Millisecond},
 		{JitterDecorrelated, 0.5, 0, 200 * time.Millisecond},
 		{JitterDecorrelated, 0.5, time.Second, 1550 * time.Millisecond},
 		{JitterDecorrelated, 0.99, 5 * time.Second, 10 * time.Second},
+		{JitterDecorrelated, 0.1, 100 * time.Second, 3090 * time.Millisecond},
 		{Jitter(42), 0.5, 0, 200 * time.Millisecond}, // unknown means full
 	}
 	for _, tt := range tests {

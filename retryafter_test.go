@@ -1,9 +1,11 @@
 package httpretry
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +67,39 @@ func TestParseRetryAfterClockSkew(t *testing.T) {
 	got, ok := parseRetryAfter(h, clientNow)
 	assert.True(t, ok)
 	assert.Equal(t, 30*time.Second, got)
+}
+
+// TestRetryAfterWhoseSpreadWaitEndsPastTheDeadlineIsNotWaited: the spread
+// counts against the deadline (rule 7): a Retry-After of 10 s with 10.5 s
+// left is waited when the spread keeps it inside, and returned at once,
+// StopDeadline, when the spread would end it past (a review's find, of
+// the doc, which said "past the deadline" of the Retry-After alone).
+func TestRetryAfterWhoseSpreadWaitEndsPastTheDeadlineIsNotWaited(t *testing.T) {
+	for _, tc := range []struct {
+		u       float64
+		retried bool
+	}{{0, true}, {0.99, false}} {
+		synctest.Test(t, func(t *testing.T) {
+			base := newScripted(status(503, "Retry-After", "10"), status(200))
+			var stops []StopReason
+			tr := &Transport{Base: base, Policy: Policy{BaseDelay: time.Millisecond, Jitter: JitterNone},
+				Random: func() float64 { return tc.u }, OnGiveUp: func(e RetryEvent) { stops = append(stops, e.Stop) }}
+			ctx, cancel := context.WithTimeout(context.Background(), 10500*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/", nil)
+			start := time.Now()
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("u %v: err %v; want a response", tc.u, err)
+			}
+			resp.Body.Close()
+			took := time.Since(start)
+			if tc.retried && (resp.StatusCode != 200 || base.calls() != 2 || took < 10*time.Second) {
+				t.Errorf("u %v: status %d after %d attempts in %v; want the retry's 200 after the 10 s wait", tc.u, resp.StatusCode, base.calls(), took)
+			}
+			if !tc.retried && (resp.StatusCode != 503 || base.calls() != 1 || took != 0 || len(stops) != 1 || stops[0] != StopDeadline) {
+				t.Errorf("u %v: status %d after %d attempts in %v, stops %v; want the 503 at once, StopDeadline", tc.u, resp.StatusCode, base.calls(), took, stops)
+			}
+		})
+	}
 }

@@ -71,9 +71,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     come yet.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
-//     together. A Retry-After above MaxRetryAfter, or past the deadline,
-//     returns that response at once; one of zero, or a date already past,
-//     asks for no wait, and the backoff applies as without one. A date is
+//     together. A Retry-After above MaxRetryAfter, or whose wait, spread,
+//     would end past the deadline, returns that response at once; one of
+//     zero, or a date already past, asks for no wait, and the backoff
+//     applies as without one. A date is
 //     counted from the response's Date header when it has one, so that
 //     the clocks' skew never brings a retry early; both have whole
 //     seconds, so the wait may end up to a second after the date.
