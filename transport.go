@@ -367,7 +367,10 @@ func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 		resp = nil
 	case err == nil && resp == nil:
 		err = errNilResponse
-	case resp != nil && resp.Request == a.req:
+	case resp != nil && resp.Request != req:
+		// The caller's, as net/http names the request it was given, also
+		// when Base sent a clone of its own (otelhttp does) and names it:
+		// that clone's context is the attempt's.
 		resp.Request = req
 	}
 	if fired || a.timedOut() {

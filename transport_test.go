@@ -424,12 +424,14 @@ func TestURLErrorFromClientStillUnwraps(t *testing.T) {
 // AttemptTimeout), whose context is not the caller's: with AttemptTimeout
 // it is canceled once the body is closed (a "next page" request made with
 // resp.Request.Context() failed), and after a retry it carried the
-// attempt's number into the caller's next request (a review's find).
+// attempt's number into the caller's next request (a review's find). So
+// it did when Base sent a clone of the attempt of its own, as otelhttp
+// does, and named that clone (a later review's find).
 func TestResponseNamesTheCallersRequest(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
-		if r.URL.Path == "/flaky" && n.Add(1) == 1 {
+		if r.URL.Path == "/flaky" && n.Add(1)%2 == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -450,6 +452,15 @@ func TestResponseNamesTheCallersRequest(t *testing.T) {
 		{"retried", func(b http.RoundTripper) http.RoundTripper {
 			return &Transport{Base: b, Policy: Policy{BaseDelay: -1}}
 		}, "/flaky", false},
+		{"AttemptTimeout, Base clones", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: cloningBase{b}, AttemptTimeout: 5 * time.Second}
+		}, "/", false},
+		{"retried, Base clones", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: cloningBase{b}, Policy: Policy{BaseDelay: -1}}
+		}, "/flaky", false},
+		{"first attempt, Base clones", func(b http.RoundTripper) http.RoundTripper {
+			return &Transport{Base: cloningBase{b}}
+		}, "/", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := &http.Transport{}
@@ -481,4 +492,14 @@ func TestResponseNamesTheCallersRequest(t *testing.T) {
 			resp2.Body.Close()
 		})
 	}
+}
+
+// cloningBase sends a clone of each request with a context of its own, as
+// a tracing transport (otelhttp) does to carry its span.
+type cloningBase struct{ base http.RoundTripper }
+
+type cloningBaseKey struct{}
+
+func (c cloningBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	return c.base.RoundTrip(r.Clone(context.WithValue(r.Context(), cloningBaseKey{}, true)))
 }
