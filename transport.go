@@ -74,10 +74,12 @@ const DefaultMaxRetryAfter = time.Minute
 //     together. A Retry-After above MaxRetryAfter, or whose wait, spread,
 //     would end past the deadline, returns that response at once; one of
 //     zero, or a date already past, asks for no wait, and the backoff
-//     applies as without one. A date is
-//     counted from the response's Date header when it has one, so that
-//     the clocks' skew never brings a retry early; both have whole
-//     seconds, so the wait may end up to a second after the date.
+//     applies as without one. A date is counted from the response's Date
+//     header when it has one, so that the clocks' skew never brings a
+//     retry early; both have whole seconds, so the wait may end up to a
+//     second after the date, which spreads clients told one date (and,
+//     near the deadline, may make a wait that the date alone fits end
+//     past it).
 //  8. When retries end, the last response is returned as it came, body
 //     unread, with a nil error: a 503 is a response, not an error. A last
 //     transport error is returned as an *Error that records the attempt
