@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,7 @@ const (
 	bodyGetBody                  // the caller's Body first, then Request.GetBody
 	bodyBuffered                 // every attempt reads its own reader over chunks
 	bodyOnce                     // too large to keep: sent once, not replayed
+	bodyReadAt                   // too large to keep, but readable at its offsets (a file): every attempt reads its own view
 	bodyStreamed                 // the caller's Body, of a request never retried: sent as it is written
 	bodyTunnel                   // a CONNECT's Body, the tunnel's write side: sent as it is written, never replayed
 )
@@ -66,19 +68,24 @@ type requestBody struct {
 	once   io.ReadCloser // bodyOnce: the prefix read so far, then the rest
 }
 
-// replayBuffer is a buffered body. It lives apart from requestBody so that
-// only buffered requests pay for a heap object: the GetBody of their clones
-// refers to it, while requestBody itself stays on RoundTrip's stack.
+// replayBuffer is a body kept for replays: buffered, its chunks; or, read
+// at its offsets, the caller's body and where it began. It lives apart
+// from requestBody so that only such requests pay for a heap object: the
+// GetBody of their clones refers to it, while requestBody itself stays on
+// RoundTrip's stack.
 type replayBuffer struct {
 	chunks [][]byte
 	size   int64
+	readAt
 }
 
 // prepareBody decides how req's body is replayed and, when it has neither
 // GetBody nor a known length above limit, reads up to limit bytes of it.
-// A body over limit is kept as its read prefix followed by the unread rest,
-// to be sent once, byte for byte. On a read error the caller's body is
-// closed and an *Error returned (StopInvalid). The read ends when the
+// A body over limit is read at its offsets by every attempt when it can
+// be (see readAt), and otherwise kept as its read prefix followed by the
+// unread rest, to be sent once, byte for byte. On a read error the
+// caller's body is closed and an *Error returned (StopInvalid). The read
+// ends when the
 // request's context does, by closing the body as net/http does to a body
 // it is sending (StopCanceled, or StopDeadline for the deadline; the *Error
 // wraps the context's error). The body of a request that its Policy, or
@@ -93,6 +100,9 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	case req.GetBody != nil:
 		return requestBody{kind: bodyGetBody}, nil
 	case limit < 0 || req.ContentLength > limit:
+		if at, from := offsetOf(req.Body); at != nil {
+			return readFrom(req.Body, at, from), nil
+		}
 		return requestBody{kind: bodyOnce, once: req.Body}, nil
 	case policyFor(req.Context(), *def).retries() == 0: // looked up only here, where reading would cost more
 		return requestBody{kind: bodyStreamed}, nil
@@ -102,6 +112,7 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { req.Body.Close() })
 	}
+	at, from := offsetOf(req.Body) // before the read ahead, in case it is over limit
 	chunks, size, err := readChunks(ctx, req.Body, limit, req.ContentLength)
 	if stopped := stop(); !stopped || err == errReadAheadEnded { // the context ended: the body is closed, whatever was read
 		if stopped { // ended before its AfterFunc could close the body
@@ -113,6 +124,9 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	if err != nil {
 		req.Body.Close()
 		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("reading request body: %w", err)}
+	}
+	if size > limit && at != nil { // each attempt reads it afresh: the prefix read is let go
+		return readFrom(req.Body, at, from), nil
 	}
 	if size > limit {
 		prefix := &chunkReader{chunks: chunks}
@@ -187,11 +201,17 @@ func (b *requestBody) onceIsCallers() bool {
 	return !wrapped
 }
 
-// newReader returns a fresh reader over the buffered body; it is also the
-// GetBody of buffered attempts that may be replayed, so that the base
-// transport can replay them too.
+// newReader returns a fresh reader over the kept body; it is also the
+// GetBody of attempts that may be replayed, so that the base transport
+// can replay them too. A view's read errors are the body's (see
+// readFailed).
 func (b *replayBuffer) newReader() (io.ReadCloser, error) {
-	return &chunkReader{chunks: b.chunks}, nil
+	if b.at == nil {
+		return &chunkReader{chunks: b.chunks}, nil
+	}
+	b.open.Add(1)
+	sr := io.NewSectionReader(b.at, b.from, math.MaxInt64-b.from) // to its end, as the caller's body would be read: a length mismatch is Base's to report
+	return &taggedBody{ReadCloser: &view{SectionReader: sr, owner: &b.readAt}}, nil
 }
 
 // attemptBody sets the body of out, attempt n's request, from req. A
@@ -224,8 +244,22 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 		b.setBuffered(out, replay)
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
+	case bodyReadAt:
+		out.Body, _ = b.buffer.newReader()
+		out.GetBody = nil
+		if replay {
+			out.GetBody = b.buffer.newReader
+		}
 	}
 	return nil
+}
+
+// end is called once the call has ended: a body read at its offsets is
+// closed once no view of it is open.
+func (b *requestBody) end() {
+	if b.kind == bodyReadAt {
+		b.buffer.release()
+	}
 }
 
 // readFailed reports whether err is, or wraps, an error that a retry's
@@ -242,11 +276,12 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 // is returned by value.)
 func (b *requestBody) readFailed(err error) bool {
 	var own *bodyReadError
-	return b.kind == bodyGetBody && errors.As(err, &own)
+	return (b.kind == bodyGetBody || b.kind == bodyReadAt) && errors.As(err, &own)
 }
 
-// taggedBody is a body from GetBody whose read errors (io.EOF aside)
-// come wrapped in a bodyReadError, for readFailed.
+// taggedBody is a body from GetBody, or a view of a body read at its
+// offsets, whose read errors (io.EOF aside) come wrapped in a
+// bodyReadError, for readFailed.
 type taggedBody struct {
 	io.ReadCloser
 }

@@ -90,10 +90,11 @@ const (
 	// the deadline or MaxElapsed stops where its own backoff would ends
 	// with StopDeadline or StopMaxElapsed.
 	StopHostGate
-	// StopBodyTooLarge: the request body had no GetBody and was not
-	// buffered (it was longer than MaxBufferedBody, or MaxBufferedBody is
-	// negative), so it was sent once, streamed, and cannot be sent again
-	// (set Request.GetBody, or raise MaxBufferedBody).
+	// StopBodyTooLarge: the request body had no GetBody, could not be read
+	// at its offsets (see MaxBufferedBody) and was not buffered (it was
+	// longer than MaxBufferedBody, or MaxBufferedBody is negative), so it
+	// was sent once, streamed, and cannot be sent again (set
+	// Request.GetBody, or raise MaxBufferedBody).
 	StopBodyTooLarge
 )
 

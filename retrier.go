@@ -228,13 +228,23 @@ func (r *retrier) leave() {
 	r.m = nil
 }
 
-// leaveIfPanicked, deferred by RoundTrip, ends the membership of a request
-// that Base or a callback unwound with a panic, so that no state outlives
-// it; after any return, end has already left.
-func (r *retrier) leaveIfPanicked() {
+// done, deferred by RoundTrip, ends the membership of a request that Base
+// or a callback unwound with a panic, so that no state outlives it (after
+// any return, end has already left), and tells a body read at its offsets
+// that the call ended. One test, inlined, on the success path: as two
+// calls it cost 2 ns of 29.
+func (r *retrier) done(body *requestBody) {
+	if r.m != nil || body.kind == bodyReadAt {
+		r.finish(body)
+	}
+}
+
+// finish is done's work, when there is some.
+func (r *retrier) finish(body *requestBody) {
 	if r.m != nil {
 		r.leave()
 	}
+	body.end()
 }
 
 // giveUp reports a retryable outcome that ends the request, after it left

@@ -155,14 +155,21 @@ type Transport struct {
 	// as io.Pipe's does but a server's incoming request body's does not,
 	// and RoundTrip returns an *Error with
 	// StopCanceled, or StopDeadline): a longer body is then streamed once
-	// and its request is not retried (StopBodyTooLarge). A body kept is
+	// and its request is not retried (StopBodyTooLarge), unless it can be
+	// read at its offsets (it has ReadAt and a Seek that tells its offset,
+	// as an *os.File of a regular file has): each attempt then reads its
+	// own view of it, from where it stood when RoundTrip was called, and it
+	// is closed once the call has ended and Base has closed every view
+	// (its Close may then come while an attempt's view is being read, as
+	// net/http's may during a Read). A body kept is
 	// sent with its length as Content-Length, not chunked, unless the
 	// request has a Trailer, which only a chunked body carries. The body of a
 	// request whose Policy allows no retries (see WithoutRetries) is not
 	// read ahead at all. Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
-	// requests without a body or with GetBody are retried: set it for
-	// bodies that must stream as they are written, such as a pipe.
+	// requests without a body, with GetBody or with a body read at its
+	// offsets are retried: set it for bodies that must stream as they are
+	// written, such as a pipe.
 	MaxBufferedBody int64
 
 	// AttemptTimeout bounds each attempt, from when it goes to Base (after
@@ -250,7 +257,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	r := t.newRetrier(req, called)
-	defer r.leaveIfPanicked()
+	defer r.done(&body)
 
 	var ev RetryEvent    // the failed attempt being retried
 	var last lastOutcome // its outcome, returned if its retry is not sent after all
