@@ -703,6 +703,13 @@ func propCheck(c propCase, cl *propCall, tr *Transport, bad func(string, ...any)
 		if g.Attempt != n {
 			fail("OnGiveUp names attempt %d of %d", g.Attempt, n)
 		}
+		// StopHostGate says storm control left the request fewer
+		// attempts; StopExhausted that it sent them all.
+		if max := 1 + pol.retries(); g.Stop == StopHostGate && n >= max {
+			fail("StopHostGate after all %d attempts", n)
+		} else if g.Stop == StopExhausted && n < max {
+			fail("StopExhausted after %d of %d attempts", n, max)
+		}
 	}
 	if last.cut && n == 1 {
 		if herr == nil || herr.Reason != StopDeadline || !errors.Is(cl.err, context.DeadlineExceeded) {

@@ -86,7 +86,8 @@ const (
 	// StopHostGate: storm control held the request's retries (see
 	// StormControl) until the limit of its hold: the deadline came while
 	// it was held, or its own backoff's steps ran out, some of them
-	// skipped, its last retry sent then failing too. A held request that
+	// skipped without a retry sent for them between steps, so that it
+	// made fewer attempts, its last retry sent then failing too. A held request that
 	// the deadline or MaxElapsed stops where its own backoff would ends
 	// with StopDeadline or StopMaxElapsed.
 	StopHostGate

@@ -76,7 +76,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return wait, stop
 	}
 	k := r.step()
-	if k > r.pol.retries() && r.m.skipped > 0 { // its own backoff's last step went and failed, some skipped
+	if k > r.pol.retries() && r.m.skipped > r.m.extra { // its own backoff's last step went and failed, some skipped and not stood for by a retry between steps
 		return 0, StopHostGate
 	}
 	if k > r.pol.retries() {
