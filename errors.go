@@ -111,7 +111,7 @@ var stopNames = [...]string{
 	StopRewind:        "request body cannot be rewound",
 	StopInvalid:       "invalid request",
 	StopBudget:        "retry budget exhausted",
-	StopHostGate:      "held by storm control to the limit of its wait",
+	StopHostGate:      "held by storm control while the host was down",
 	StopBodyTooLarge:  "body not buffered for replay (set GetBody or raise MaxBufferedBody)",
 }
 
