@@ -88,6 +88,9 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	if failed {
 		h.missed++
 		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
+		if m.floor > 0 { // the server named when to ask again: the line asks then, not later
+			h.pace = min(h.pace, m.floor)
+		}
 	}
 	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
 	h.nudgeFirst(now)

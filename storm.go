@@ -31,13 +31,14 @@ const DefaultReleaseShare = 0.25
 // line: each answer of the host earns ReleaseShare of a release for the
 // oldest held retries, a share grown by answers and halved by failures as
 // TCP's window, and while no fresh requests reach the host the oldest
-// probes it at its own backoff's pace; a retry the line lets go stands for
-// a step skipped before it. So a held request that fails ends no later, and
-// after no more attempts, than with plain backoff; one that succeeds may
-// take a step more, the time it takes to learn that the host is back (told
-// a Retry-After, for the line to let it go); none goes before a Retry-After
-// it was told ends; and a hold that the deadline reaches returns the last
-// outcome (see Error for a body that could not be kept) with StopHostGate.
+// probes it at its own backoff's pace, or a Retry-After's if sooner; a
+// retry the line lets go stands for a step skipped before it. So a held
+// request that fails ends no later, and after no more attempts, than with
+// plain backoff; one that succeeds may take a step more, the time it takes
+// to learn that the host is back (told a Retry-After, for the line to let
+// it go); none goes before a Retry-After it was told ends; and a hold that
+// the deadline reaches returns the last outcome (see Error for a body that
+// could not be kept) with StopHostGate.
 // The budget bounds, across hosts, the line's probes into hosts proven down
 // (see Budget). Only hosts with requests retrying have state: while none
 // has, a request pays one atomic load for storm control; while some have,
