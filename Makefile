@@ -20,7 +20,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 	@if [ -d examples ]; then cd examples && $(GO) test -race -count=1 ./...; fi
-	@if [ -d bench ]; then cd bench && $(GO) test -count=1 -run=Test ./...; fi
+	@if [ -d bench ]; then cd bench && $(GO) test -count=1 -parallel 16 -run=Test ./...; fi
 
 ## cover: statement coverage of the library.
 cover:
