@@ -40,7 +40,8 @@ var defaultRetryableStatuses = [...]int{
 // DefaultClassifier is the default decision: statuses 429, 502, 503 and 504,
 // and the transport errors that mean a connection failed rather than that
 // the request was wrong: connection refused or reset (also seen as a
-// broken pipe, or a connection closed while sending), a connection or
+// broken pipe, or a connection closed while sending), no route to the
+// host or its network, a connection or
 // network timeout, EOF before a response (also net/http's "server closed
 // idle connection" and HTTP/2's "client conn could not be established"
 // for a new connection the server closed before any request), HTTP/2
@@ -109,6 +110,8 @@ func classifyError(err error) (bool, string) {
 		return true, "connection closed while sending" // a reset, seen by the reader, which closed the connection under the writer
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return true, "connection timed out"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return true, "host unreachable" // a host down or a route lost: as passing as a refused connection
 	case closedBeforeRequest(err):
 		// The same server closing a new connection as the EOF below,
 		// seen first by another of net/http's goroutines.
@@ -125,14 +128,40 @@ func classifyError(err error) (bool, string) {
 }
 
 // neverSent reports whether err proves the request never reached the server,
-// so that replaying it is safe whatever its method.
+// so that replaying it is safe whatever its method. Of errors joined (a
+// Base that tried twice, or two backends, and returned both), every one
+// must prove it: the request was sent if any try sent it.
 func neverSent(err error) bool {
+	if joined := joinedIn(err); joined != nil {
+		for _, e := range joined {
+			if e != nil && !neverSent(e) {
+				return false
+			}
+		}
+		return true
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true // no connection, no request
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
 		refusedNotReplayed(err) || goAwayNotReplayed(err)
+}
+
+// joinedIn returns the errors joined at the first join in err's chain
+// (errors.Join, fmt.Errorf with several %w), or nil when there is none.
+func joinedIn(err error) []error {
+	for err != nil {
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			return u.Unwrap()
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // isTLSError reports a handshake or certificate verification failure.

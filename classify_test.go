@@ -97,6 +97,14 @@ func TestClassifyError(t *testing.T) {
 		{"other stream error", streamShaped{Code: 2}, false, false},
 		{"stream-like with odd field types", misShaped{Code: "7"}, false, false},
 		{"joined errors reach the cause", errors.Join(errors.New("x"), readErr(syscall.ECONNRESET)), true, false},
+		// A failover Base's tries, joined: never sent only if none was (a
+		// review's find: a refused try beside a reset one made a keyless
+		// POST that the second backend had read be sent again).
+		{"refused joined to a reset", errors.Join(dialErr(syscall.ECONNREFUSED), readErr(syscall.ECONNRESET)), true, false},
+		{"refused and reset, two %w", &url.Error{Op: "Post", URL: "http://h/", Err: fmt.Errorf("%w; then %w", dialErr(syscall.ECONNREFUSED), readErr(syscall.ECONNRESET))}, true, false},
+		{"refused twice, joined", errors.Join(dialErr(syscall.ECONNREFUSED), dialErr(syscall.ECONNREFUSED)), true, true},
+		{"no route to host", dialErr(syscall.EHOSTUNREACH), true, true},
+		{"network unreachable", dialErr(syscall.ENETUNREACH), true, true},
 		{"caller canceled", context.Canceled, false, false},
 		{"caller deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), false, false},
 		{"canceled beats a reset in the same chain", errors.Join(context.Canceled, readErr(syscall.ECONNRESET)), false, false},
