@@ -132,7 +132,9 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 		prefix := &chunkReader{chunks: chunks}
 		return requestBody{kind: bodyOnce, once: &onceBody{Reader: io.MultiReader(prefix, req.Body), orig: req.Body}}, nil
 	}
-	req.Body.Close() // read to EOF and kept: this is its one close
+	if err := req.Body.Close(); err != nil { // read to EOF and kept: this is its one close, whose error net/http fails the request with too
+		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("closing request body: %w", err)}
+	}
 	return requestBody{kind: bodyBuffered, buffer: &replayBuffer{chunks: chunks, size: size}}, nil
 }
 

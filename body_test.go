@@ -1027,3 +1027,31 @@ func TestRetrysBodyFailingWithAnErrorNotRetriedEndsAsThatError(t *testing.T) {
 		t.Errorf("err %v, OnGiveUp %v; want the body's error after 2 attempts, StopNotRetryable, no OnGiveUp", err, stops)
 	}
 }
+
+// closeFailingBody is a body whose bytes all come, and whose Close fails.
+type closeFailingBody struct {
+	io.Reader
+	closes atomic.Int32
+}
+
+var errCloseFailed = errors.New("checksum mismatch")
+
+func (b *closeFailingBody) Close() error { b.closes.Add(1); return errCloseFailed }
+
+// TestBufferedBodyWhoseCloseFailsIsNotSent: a body read ahead whose Close
+// fails is not sent (StopInvalid, the error wrapped), as net/http fails
+// such a request ("close failed"): its producer said something went
+// wrong. It was sent, and the error dropped (a review's find).
+func TestBufferedBodyWhoseCloseFailsIsNotSent(t *testing.T) {
+	body := &closeFailingBody{Reader: strings.NewReader("payload")}
+	base := newScripted(status(200))
+	req, _ := http.NewRequest(http.MethodPut, "http://x/", body)
+	_, err := (&Transport{Base: base}).RoundTrip(req)
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopInvalid || !errors.Is(err, errCloseFailed) || e.Attempts != 0 {
+		t.Errorf("err %v; want an *Error, StopInvalid, wrapping the close's error, nothing sent", err)
+	}
+	if base.calls() != 0 || body.closes.Load() != 1 {
+		t.Errorf("%d attempts, body closed %d times; want none sent, closed once", base.calls(), body.closes.Load())
+	}
+}

@@ -77,7 +77,8 @@ const (
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// a body whose read ahead failed, a truncated stream's
-	// io.ErrUnexpectedEOF included: nothing is sent).
+	// io.ErrUnexpectedEOF included, or whose Close then failed, as net/http
+	// fails such a request: nothing is sent).
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
 	// Transport.Storm) had no retry left. Only with StormControl.NoHostGate:
