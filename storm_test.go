@@ -1248,15 +1248,7 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 	run := func(c StormControl, workers int, seed uint64) (ok int) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
-			tr := &Transport{Storm: c, Random: seeded(seed), Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
-				time.Sleep(time.Millisecond)
-				if time.Since(start) < 4*time.Second {
-					resp := response(503, "down")
-					resp.Header.Set("Retry-After", "1")
-					return resp, nil
-				}
-				return response(200, "ok"), nil
-			})}
+			tr := &Transport{Storm: c, Random: seeded(seed), Base: downWithRetryAfter(start, 4*time.Second, nil)}
 			var wg sync.WaitGroup
 			var good atomic.Int32
 			for i := range workers {
@@ -1549,18 +1541,10 @@ func TestLineProbesNoSlowerThanTheRetryAfterItWasTold(t *testing.T) {
 			start := time.Now()
 			var mu sync.Mutex
 			var sent []time.Duration // attempts sent while the host is down
-			tr := &Transport{Random: seeded(seed), Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
-				at := time.Since(start)
-				time.Sleep(time.Millisecond) // virtual: an attempt's time
-				if at < back {
-					mu.Lock()
-					sent = append(sent, at)
-					mu.Unlock()
-					resp := response(503, "down")
-					resp.Header.Set("Retry-After", "1")
-					return resp, nil
-				}
-				return response(200, "ok"), nil
+			tr := &Transport{Random: seeded(seed), Base: downWithRetryAfter(start, back, func(at time.Duration) {
+				mu.Lock()
+				sent = append(sent, at)
+				mu.Unlock()
 			})}
 			var wg sync.WaitGroup
 			var last atomic.Int64
@@ -1586,4 +1570,24 @@ func TestLineProbesNoSlowerThanTheRetryAfterItWasTold(t *testing.T) {
 			}
 		})
 	}
+}
+
+// downWithRetryAfter is a Base whose attempts take 1 ms and that answers
+// 503 with Retry-After: 1 to those sent before back has passed since
+// start, telling down (when set) of each by its time since start, and 200
+// to the rest. Its tests run in a synctest bubble.
+func downWithRetryAfter(start time.Time, back time.Duration, down func(time.Duration)) http.RoundTripper {
+	return roundTripFunc(func(*http.Request) (*http.Response, error) {
+		at := time.Since(start)
+		time.Sleep(time.Millisecond) // virtual: an attempt's time
+		if at >= back {
+			return response(200, "ok"), nil
+		}
+		if down != nil {
+			down(at)
+		}
+		resp := response(503, "down")
+		resp.Header.Set("Retry-After", "1")
+		return resp, nil
+	})
 }

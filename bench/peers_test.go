@@ -122,6 +122,66 @@ func failFirst(k int) func(int, http.ResponseWriter, *http.Request) {
 	}
 }
 
+// client returns sys set up with p against srv, its connections closed
+// when the test ends.
+func client(t *testing.T, sys System, srv *recServer, p Params) http.RoundTripper {
+	base := newBase(srv)
+	t.Cleanup(base.CloseIdleConnections)
+	return sys.New(base, p)
+}
+
+// retryAfterTheFirst sends a GET through sys to a server that answers its
+// first attempt 503 with the Retry-After that header gives, and later ones
+// 200; it returns how long after the time that Retry-After names the
+// retry came, and false (the test failed) when none came.
+func retryAfterTheFirst(t *testing.T, sys System, header func() (value string, names time.Time)) (late time.Duration, ok bool) {
+	t.Helper()
+	var mu sync.Mutex
+	var named time.Time
+	srv := newRecServer(t, false, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n > 0 {
+			w.Write([]byte("ok"))
+			return
+		}
+		v, at := header()
+		mu.Lock()
+		named = at
+		mu.Unlock()
+		w.Header().Set("Retry-After", v)
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	})
+	resp, err := get(client(t, sys, srv, reviewParams), srv.URL)
+	readAll(resp)
+	got := srv.got()
+	if len(got) < 2 {
+		expect(t, sys.Name, false, "%d attempts, %s %v", len(got), status(resp), err)
+		return 0, false
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	late = got[1].at.Sub(named)
+	t.Logf("%s: the retry came %v after the time the Retry-After named", sys.Name, late.Round(time.Millisecond))
+	return late, true
+}
+
+// getWithin sends a GET of url through rt with a deadline d away, and
+// returns how long after the deadline it returned. The context lives
+// until the test ends, so that a response's body stays readable.
+func getWithin(t *testing.T, rt http.RoundTripper, url string, d time.Duration) (resp *http.Response, late time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	deadline, _ := ctx.Deadline()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err = rt.RoundTrip(req)
+	return resp, time.Since(deadline), err
+}
+
+// get sends a GET of url through rt.
+func get(rt http.RoundTripper, url string) (*http.Response, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	return rt.RoundTrip(req)
+}
+
 func newBase(s *recServer) *http.Transport {
 	b := &http.Transport{MaxIdleConnsPerHost: 4}
 	if s.TLS != nil {
@@ -165,7 +225,6 @@ func TestPeerBodyReplay(t *testing.T) {
 	t.Parallel()
 	type bodyCase struct {
 		name    string
-		method  string
 		size    int
 		header  string
 		makeReq func(url string, payload []byte) (*http.Request, *plainReader)
@@ -207,9 +266,7 @@ func TestPeerBodyReplay(t *testing.T) {
 			t.Run(c.name+"/"+sys.Name, func(t *testing.T) {
 				t.Parallel()
 				srv := newRecServer(t, false, failFirst(2))
-				base := newBase(srv)
-				defer base.CloseIdleConnections()
-				rt := sys.New(base, reviewParams)
+				rt := client(t, sys, srv, reviewParams)
 				payload := randomBytes(c.size)
 				want := sha256.Sum256(payload)
 				req, pr := c.makeReq(srv.URL, payload)
@@ -285,9 +342,7 @@ func TestPeerKeylessPOST(t *testing.T) {
 					c.(*net.TCPConn).SetLinger(0)
 					c.Close()
 				})
-				base := newBase(srv)
-				defer base.CloseIdleConnections()
-				rt := sys.New(base, reviewParams)
+				rt := client(t, sys, srv, reviewParams)
 				req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("charge the card"))
 				resp, err := rt.RoundTrip(req)
 				readAll(resp)
@@ -316,40 +371,16 @@ func TestPeerRetryAfterForms(t *testing.T) {
 		for _, sys := range reviewSystems(t) {
 			t.Run(f.name+"/"+sys.Name, func(t *testing.T) {
 				t.Parallel()
-				var notBefore time.Time
-				var mu sync.Mutex
-				srv := newRecServer(t, false, func(n int, w http.ResponseWriter, _ *http.Request) {
-					if n == 0 {
-						mu.Lock()
-						if f.fmt == nil {
-							notBefore = time.Now().Add(time.Second)
-							w.Header().Set("Retry-After", "1")
-						} else {
-							notBefore = time.Now().Truncate(time.Second).Add(2 * time.Second)
-							w.Header().Set("Retry-After", f.fmt(notBefore))
-						}
-						mu.Unlock()
-						http.Error(w, "unavailable", http.StatusServiceUnavailable)
-						return
+				late, ok := retryAfterTheFirst(t, sys, func() (string, time.Time) {
+					if f.fmt == nil {
+						return "1", time.Now().Add(time.Second)
 					}
-					w.Write([]byte("ok"))
+					at := time.Now().Truncate(time.Second).Add(2 * time.Second)
+					return f.fmt(at), at
 				})
-				base := newBase(srv)
-				defer base.CloseIdleConnections()
-				rt := sys.New(base, reviewParams)
-				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-				resp, err := rt.RoundTrip(req)
-				readAll(resp)
-				got := srv.got()
-				if len(got) < 2 {
-					expect(t, sys.Name, false, "%d attempts, %s %v", len(got), status(resp), err)
-					return
+				if ok {
+					expect(t, sys.Name, late >= 0, "retry %v before the Retry-After time (%s)", (-late).Round(time.Millisecond), f.name)
 				}
-				mu.Lock()
-				early := notBefore.Sub(got[1].at)
-				mu.Unlock()
-				expect(t, sys.Name, early <= 0, "retry %v before the Retry-After time (%s)", early.Round(time.Millisecond), f.name)
-				t.Logf("%s: retry %v after the first attempt; %v after the Retry-After time", sys.Name, got[1].at.Sub(got[0].at).Round(time.Millisecond), (-early).Round(time.Millisecond))
 			})
 		}
 	}
@@ -366,9 +397,7 @@ func TestPeerHugeRetryAfter(t *testing.T) {
 				w.Header().Set("Retry-After", "3600")
 				http.Error(w, "too many", http.StatusTooManyRequests)
 			})
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, reviewParams)
+			rt := client(t, sys, srv, reviewParams)
 			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -395,15 +424,8 @@ func TestPeerDeadlineAlways503(t *testing.T) {
 			srv := newRecServer(t, false, func(n int, w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, fmt.Sprintf("unavailable %d", n), http.StatusServiceUnavailable)
 			})
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, p)
-			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-			defer cancel()
-			deadline, _ := ctx.Deadline()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-			resp, err := rt.RoundTrip(req)
-			late := time.Since(deadline)
+			rt := client(t, sys, srv, p)
+			resp, late, err := getWithin(t, rt, srv.URL, 400*time.Millisecond)
 			body := readAll(resp)
 			n := len(srv.got())
 			wantBody := fmt.Sprintf("unavailable %d\n", n-1)
@@ -430,15 +452,8 @@ func TestPeerDeadlineCutsHungRetry(t *testing.T) {
 				}
 				<-r.Context().Done()
 			})
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, reviewParams)
-			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-			defer cancel()
-			deadline, _ := ctx.Deadline()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-			resp, err := rt.RoundTrip(req)
-			late := time.Since(deadline)
+			rt := client(t, sys, srv, reviewParams)
+			resp, late, err := getWithin(t, rt, srv.URL, 400*time.Millisecond)
 			body := readAll(resp)
 			expect(t, sys.Name, err == nil && resp != nil && resp.StatusCode == 503 && body == "first\n" && late < 200*time.Millisecond,
 				"%v after the deadline: %s %q err=%v", late.Round(time.Millisecond), status(resp), body, err)
@@ -458,9 +473,7 @@ func TestPeerCancel(t *testing.T) {
 		t.Run(sys.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := newRecServer(t, false, failFirst(100))
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, p)
+			rt := client(t, sys, srv, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(100*time.Millisecond, cancel)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -494,12 +507,9 @@ func TestPeerConnReuse(t *testing.T) {
 					}
 					w.Write([]byte("ok"))
 				})
-				base := newBase(srv)
-				defer base.CloseIdleConnections()
-				rt := sys.New(base, reviewParams)
+				rt := client(t, sys, srv, reviewParams)
 				for range 5 {
-					req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-					resp, err := rt.RoundTrip(req)
+					resp, err := get(rt, srv.URL)
 					if b := readAll(resp); err != nil || b != "ok" {
 						t.Fatalf("%s: %v %q", sys.Name, err, b)
 					}
@@ -519,9 +529,7 @@ func TestPeerHTTP2(t *testing.T) {
 		t.Run(sys.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := newRecServer(t, true, failFirst(2))
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, reviewParams)
+			rt := client(t, sys, srv, reviewParams)
 			payload := randomBytes(300 << 10)
 			want := sha256.Sum256(payload)
 			req, _ := http.NewRequest(http.MethodPut, srv.URL, &plainReader{r: bytes.NewReader(payload)})
@@ -558,11 +566,8 @@ func TestPeerErrors(t *testing.T) {
 					c.(*net.TCPConn).SetLinger(0)
 					c.Close()
 				})
-				base := newBase(srv)
-				defer base.CloseIdleConnections()
-				rt := sys.New(base, reviewParams)
-				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-				resp, err := rt.RoundTrip(req)
+				rt := client(t, sys, srv, reviewParams)
+				resp, err := get(rt, srv.URL)
 				readAll(resp)
 				n := len(srv.got())
 				var op *net.OpError
@@ -614,11 +619,8 @@ func TestPeerFinal503(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprintf(w, "%d:%s", n, page)
 			})
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, reviewParams)
-			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-			resp, err := rt.RoundTrip(req)
+			rt := client(t, sys, srv, reviewParams)
+			resp, err := get(rt, srv.URL)
 			body := readAll(resp)
 			expect(t, sys.Name, err == nil && resp != nil && resp.StatusCode == 503 && body == "3:"+page,
 				"%s err=%v body %d bytes", status(resp), err, len(body))
@@ -634,9 +636,7 @@ func TestPeerRequestUntouched(t *testing.T) {
 		t.Run(sys.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := newRecServer(t, false, failFirst(1))
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, reviewParams)
+			rt := client(t, sys, srv, reviewParams)
 			pr := &plainReader{r: strings.NewReader("hello")}
 			req, _ := http.NewRequest(http.MethodPut, srv.URL, pr)
 			resp, err := rt.RoundTrip(req)
@@ -665,9 +665,7 @@ func TestPeerSeekableBody(t *testing.T) {
 			t.Run(fmt.Sprintf("offset %d/%s", off, sys.Name), func(t *testing.T) {
 				t.Parallel()
 				srv := newRecServer(t, false, failFirst(2))
-				base := newBase(srv)
-				defer base.CloseIdleConnections()
-				rt := sys.New(base, reviewParams)
+				rt := client(t, sys, srv, reviewParams)
 				f, err := os.Open(path)
 				if err != nil {
 					t.Fatal(err)
@@ -699,40 +697,18 @@ func TestPeerRetryAfterDateLate(t *testing.T) {
 	for _, sys := range reviewSystems(t) {
 		t.Run(sys.Name, func(t *testing.T) {
 			t.Parallel()
-			var at time.Time
-			var mu sync.Mutex
-			srv := newRecServer(t, false, func(n int, w http.ResponseWriter, _ *http.Request) {
-				if n == 0 {
-					now := time.Now()
-					if frac := now.Sub(now.Truncate(time.Second)); frac < 800*time.Millisecond {
-						time.Sleep(800*time.Millisecond - frac)
-					}
-					mu.Lock()
-					at = time.Now().Truncate(time.Second).Add(time.Second) // about 0.2 s away
-					w.Header().Set("Retry-After", at.UTC().Format(http.TimeFormat))
-					mu.Unlock()
-					http.Error(w, "unavailable", http.StatusServiceUnavailable)
-					return
+			late, ok := retryAfterTheFirst(t, sys, func() (string, time.Time) {
+				now := time.Now()
+				if frac := now.Sub(now.Truncate(time.Second)); frac < 800*time.Millisecond {
+					time.Sleep(800*time.Millisecond - frac)
 				}
-				w.Write([]byte("ok"))
+				at := time.Now().Truncate(time.Second).Add(time.Second) // about 0.2 s away
+				return at.UTC().Format(http.TimeFormat), at
 			})
-			base := newBase(srv)
-			defer base.CloseIdleConnections()
-			rt := sys.New(base, reviewParams)
-			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-			resp, err := rt.RoundTrip(req)
-			readAll(resp)
-			got := srv.got()
-			if len(got) < 2 {
-				expect(t, sys.Name, false, "%d attempts %v", len(got), err)
-				return
+			if ok {
+				expect(t, sys.Name, late >= 0 && late < 1300*time.Millisecond,
+					"the retry went %v after the Retry-After date, which was about 200 ms away", late.Round(time.Millisecond))
 			}
-			mu.Lock()
-			late := got[1].at.Sub(at)
-			mu.Unlock()
-			expect(t, sys.Name, late >= 0 && late < 1300*time.Millisecond,
-				"the retry went %v after the Retry-After date, which was about 200 ms away", late.Round(time.Millisecond))
-			t.Logf("%s: the retry went %v after the date", sys.Name, late.Round(time.Millisecond))
 		})
 	}
 }
