@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -211,9 +210,11 @@ func (b *replayBuffer) newReader() (io.ReadCloser, error) {
 	if b.at == nil {
 		return &chunkReader{chunks: b.chunks}, nil
 	}
-	b.open.Add(1)
-	sr := io.NewSectionReader(b.at, b.from, math.MaxInt64-b.from) // to its end, as the caller's body would be read: a length mismatch is Base's to report
-	return &taggedBody{ReadCloser: &view{SectionReader: sr, owner: &b.readAt}}, nil
+	v, err := b.readAt.newView()
+	if err != nil {
+		return nil, err
+	}
+	return &taggedBody{ReadCloser: v}, nil
 }
 
 // attemptBody sets the body of out, attempt n's request, from req. A
@@ -247,7 +248,7 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
 	case bodyReadAt:
-		out.Body, _ = b.buffer.newReader()
+		out.Body, _ = b.buffer.newReader() // the call holds a reference: no error
 		out.GetBody = nil
 		if replay {
 			out.GetBody = b.buffer.newReader

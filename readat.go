@@ -1,8 +1,11 @@
 package httpretry
 
 import (
+	"errors"
 	"io"
 	"io/fs"
+	"math"
+	"runtime"
 	"sync/atomic"
 )
 
@@ -11,13 +14,27 @@ import (
 // offset, as the base transport may still be reading one attempt's
 // while the next is sent). The caller's body is closed once the call has
 // ended and every view handed out has been closed, so that a view still
-// being sent never finds it closed.
+// being sent never finds it closed (net/http's HTTP/2 transport fails the
+// response of a stream whose body fails). A view that Base drops without
+// closing it is released when it is collected: net/http's HTTP/2
+// transport takes a body from GetBody for a replay it then does not send,
+// and drops it, which left the file open. Every view reads the bytes the
+// first to reach the end read: a body grown since is cut there, and one
+// that ends before another view's bytes fails with io.ErrUnexpectedEOF,
+// rather than pass for whole (chunked, a file truncated between attempts
+// was taken by the server for the whole upload).
 type readAt struct {
 	at   io.ReaderAt // nil for a buffered body
 	from int64
 	orig io.Closer
-	open atomic.Int64 // views not yet closed, and one for the call until it ends
+	open atomic.Int64 // views not yet released, and one for the call until it ends
+	far  atomic.Int64 // the most bytes a view has read
+	end  atomic.Int64 // 1 + the bytes the first view to reach the end read; 0 before
 }
+
+// errBodyClosed is GetBody's error once the caller's body has been closed:
+// the call has ended and no view of it is open.
+var errBodyClosed = errors.New("httpretry: the request's body was closed when its call ended")
 
 // offsetOf returns body's ReadAt and its offset now, or a nil at when it
 // cannot be read at its offsets: that needs ReadAt and a Seek that tells
@@ -50,6 +67,33 @@ func readFrom(body io.ReadCloser, at io.ReaderAt, from int64) requestBody {
 	return requestBody{kind: bodyReadAt, buffer: b}
 }
 
+// newView returns a new view of the body, or errBodyClosed once the body
+// has been closed: a Base that asks GetBody after the call ended would
+// otherwise close it twice.
+func (r *readAt) newView() (io.ReadCloser, error) {
+	for n := r.open.Load(); ; n = r.open.Load() {
+		if n <= 0 {
+			return nil, errBodyClosed
+		}
+		if r.open.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	released := new(atomic.Bool)
+	sr := io.NewSectionReader(r.at, r.from, math.MaxInt64-r.from) // to its end, as the caller's body would be read: a length mismatch is Base's to report
+	v := &view{SectionReader: sr, owner: r, released: released}
+	runtime.AddCleanup(v, func(released *atomic.Bool) { r.releaseOnce(released) }, released)
+	return v, nil
+}
+
+// releaseOnce drops a view's reference, the first time it is called for
+// released (see release).
+func (r *readAt) releaseOnce(released *atomic.Bool) {
+	if !released.Swap(true) {
+		r.release()
+	}
+}
+
 // release drops one of the references to the caller's body (see readAt),
 // closing it with the last.
 func (r *readAt) release() {
@@ -61,14 +105,37 @@ func (r *readAt) release() {
 // view is one attempt's view of a body read at its offsets.
 type view struct {
 	*io.SectionReader
-	owner  *readAt
-	closed atomic.Bool
+	owner    *readAt
+	got      int64        // bytes read; only the view's reader uses it
+	released *atomic.Bool // apart from the view, for its cleanup
+}
+
+// Read reads the view to where the first view to reach the end stopped,
+// and ends it with io.ErrUnexpectedEOF if the body ends before another
+// view's bytes (see readAt).
+func (v *view) Read(p []byte) (int, error) {
+	r := v.owner
+	if end := r.end.Load() - 1; end >= 0 {
+		if v.got >= end {
+			return 0, io.EOF
+		}
+		p = p[:min(int64(len(p)), end-v.got)]
+	}
+	n, err := v.SectionReader.Read(p)
+	v.got += int64(n)
+	for far := r.far.Load(); v.got > far && !r.far.CompareAndSwap(far, v.got); far = r.far.Load() {
+	}
+	if err == io.EOF {
+		if v.got < r.far.Load() {
+			return n, io.ErrUnexpectedEOF
+		}
+		r.end.CompareAndSwap(0, v.got+1)
+	}
+	return n, err
 }
 
 // Close releases the view's reference to the caller's body, once.
 func (v *view) Close() error {
-	if !v.closed.Swap(true) {
-		v.owner.release()
-	}
+	v.owner.releaseOnce(v.released)
 	return nil
 }

@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // countedFile is an *os.File whose closes are counted.
@@ -33,7 +35,14 @@ func tempFile(t *testing.T, size int) (*countedFile, []byte) {
 	for i := range data {
 		data[i] = byte(i*7 + i>>10)
 	}
-	name := filepath.Join(t.TempDir(), "body")
+	f, _ := tempFileWith(t, data)
+	return &countedFile{File: f}, data
+}
+
+// tempFileWith writes data to a file of the test's and opens it.
+func tempFileWith(t *testing.T, data []byte) (f *os.File, name string) {
+	t.Helper()
+	name = filepath.Join(t.TempDir(), "body")
 	if err := os.WriteFile(name, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +51,7 @@ func tempFile(t *testing.T, size int) (*countedFile, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return &countedFile{File: f}, data
+	return f, name
 }
 
 // TestFileBodyOverTheLimitIsRetried: a body over MaxBufferedBody that can
@@ -245,5 +254,216 @@ func TestDeviceBodyOverTheLimitIsSentOnce(t *testing.T) {
 	resp, err := tr.RoundTrip(req)
 	if err != nil || resp.StatusCode != 503 || base.calls() != 1 || base.bodies[0] != string(data) {
 		t.Fatalf("status %v, err %v, %d attempts; want the 503 of one attempt that sent the whole body", resp, err, base.calls())
+	}
+}
+
+// signalFile is an *os.File whose first Close is signalled and every
+// Close counted.
+type signalFile struct {
+	*os.File
+	closes atomic.Int32
+	closed chan struct{}
+}
+
+func (f *signalFile) Close() error {
+	if f.closes.Add(1) == 1 {
+		close(f.closed)
+	}
+	return f.File.Close()
+}
+
+func openSignalFile(t *testing.T, data []byte) *signalFile {
+	t.Helper()
+	f, _ := tempFileWith(t, data)
+	return &signalFile{File: f, closed: make(chan struct{})}
+}
+
+// waitClosed waits up to 3 s for f's first Close, collecting garbage
+// meanwhile, as a view dropped unclosed is released when it is collected.
+// A bound, not a pause: it returns as soon as the file is closed.
+func waitClosed(f *signalFile) bool {
+	for range 150 {
+		runtime.GC()
+		select {
+		case <-f.closed:
+			return true
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// TestFileBodyDroppedByHTTP2ReplaysIsClosed: net/http's HTTP/2 transport
+// replays a request that has a GetBody after a reset with PROTOCOL_ERROR
+// or a graceful GOAWAY, taking a body from GetBody for a replay it then
+// does not send, and dropping it unclosed. That view held its reference,
+// and the caller's file was never closed; plain net/http, given the same
+// request (no GetBody), closes it once (a review's find).
+func TestFileBodyDroppedByHTTP2ReplaysIsClosed(t *testing.T) {
+	data := bytes.Repeat([]byte("h2"), 4<<10)
+	for _, tc := range []struct {
+		name  string
+		fault func(w io.Writer, stream uint32) bool
+	}{
+		{"reset PROTOCOL_ERROR", func(w io.Writer, stream uint32) bool {
+			return relH2Write(w, relH2Rst, 0, stream, relU32s(0x1 /* PROTOCOL_ERROR */)) == nil
+		}},
+		{"graceful GOAWAY", func(w io.Writer, stream uint32) bool {
+			relH2Write(w, relH2GoAway, 0, 0, relU32s(0, 0 /* NO_ERROR */))
+			return false
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+				if n <= 2 { // plain net/http's one stream, then the Transport's first
+					return tc.fault(w, stream)
+				}
+				return relH2Respond(w, stream, "h2 ok") == nil
+			})
+			plain := openSignalFile(t, data)
+			req, _ := http.NewRequest(http.MethodPut, srv.url, plain)
+			if _, err := srv.client.RoundTrip(req); err == nil || !waitClosed(plain) || plain.closes.Load() != 1 {
+				t.Fatalf("plain net/http: err %v, file closed %d times; want an error, closed once (premise)", err, plain.closes.Load())
+			}
+
+			f := openSignalFile(t, data)
+			req, _ = http.NewRequest(http.MethodPut, srv.url, f)
+			resp, err := (&Transport{Base: srv.client, Policy: noWait, MaxBufferedBody: 1 << 10}).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "h2 ok" || srv.streams.Load() != 3 {
+				t.Fatalf("body %q after %d streams; want h2 ok after 3", b, srv.streams.Load())
+			}
+			if !waitClosed(f) || f.closes.Load() != 1 {
+				t.Errorf("the call succeeded, the file closed %d times; want once", f.closes.Load())
+			}
+			relWaitConns(t, srv.ln, srv.client)
+		})
+	}
+}
+
+// TestFileChangedBetweenAttemptsIsNotSentAsAnother: a file body of no
+// declared length is sent chunked; truncated between attempts, its retry
+// ended early, and the server took half the upload for the whole one;
+// appended to, the retry sent other bytes. Now every view reads the bytes
+// of the first to reach the end: a shorter file fails the retry with
+// io.ErrUnexpectedEOF (StopRewind), a longer one is cut there. A body kept
+// in memory is replayed as it was (a review's find).
+func TestFileChangedBetweenAttemptsIsNotSentAsAnother(t *testing.T) {
+	truncate := func(name string) { os.Truncate(name, 2<<10) }
+	appendTo := func(name string) {
+		f, _ := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+		f.Write([]byte("appended"))
+		f.Close()
+	}
+	for _, tc := range []struct {
+		name   string
+		limit  int64
+		change func(string)
+		fails  bool
+	}{
+		{"buffered, truncated", 1 << 20, truncate, false},
+		{"read at its offsets, truncated", 1 << 10, truncate, true},
+		{"read at its offsets, appended to", 1 << 10, appendTo, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := bytes.Repeat([]byte("0123456789abcdef"), 256)
+			f, name := tempFileWith(t, data)
+			var mu sync.Mutex
+			var got [][]byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, err := io.ReadAll(r.Body)
+				mu.Lock()
+				got = append(got, b)
+				n := len(got)
+				mu.Unlock()
+				if err != nil {
+					w.WriteHeader(http.StatusBadRequest)
+				} else if n == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}))
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodPut, srv.URL, f)
+			tr := &Transport{Base: srv.Client().Transport, Policy: noWait, MaxBufferedBody: tc.limit,
+				OnRetry: func(RetryEvent) { tc.change(name) }} // between the attempts
+			resp, err := tr.RoundTrip(req)
+			var e *Error
+			if tc.fails {
+				if !errors.As(err, &e) || e.Reason != StopRewind || !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Errorf("err %v; want the retry's body cut short, StopRewind", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 2 || !bytes.Equal(got[0], data) || !bytes.Equal(got[1], data) {
+				t.Errorf("%d attempts sent %v bytes; want 2, each the file's %d as it was", len(got), lens(got), len(data))
+			}
+		})
+	}
+}
+
+// lens returns the lengths of bs.
+func lens(bs [][]byte) []int {
+	var n []int
+	for _, b := range bs {
+		n = append(n, len(b))
+	}
+	return n
+}
+
+// TestFileBodyToServersAnsweringBeforeReading: servers that answer 503
+// before reading the upload, over HTTP/1.1 and HTTP/2, so that net/http
+// may still read an attempt's view after its response came: the last
+// attempt sends the whole file, which is closed once (run with -race).
+func TestFileBodyToServersAnsweringBeforeReading(t *testing.T) {
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			var n atomic.Int32
+			var last atomic.Value
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) < 3 {
+					w.WriteHeader(http.StatusServiceUnavailable) // before reading the body
+					return
+				}
+				b, _ := io.ReadAll(r.Body)
+				last.Store(b)
+			}))
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			f := openSignalFile(t, data)
+			req, _ := http.NewRequest(http.MethodPut, srv.URL, f)
+			resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait}).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || (h2 && resp.ProtoMajor != 2) {
+				t.Fatalf("status %d %s", resp.StatusCode, resp.Proto)
+			}
+			if b, _ := last.Load().([]byte); !bytes.Equal(b, data) {
+				t.Errorf("the last attempt sent %d bytes, want the file's %d", len(b), len(data))
+			}
+			if !waitClosed(f) || f.closes.Load() != 1 {
+				t.Errorf("file closed %d times, want once", f.closes.Load())
+			}
+		})
 	}
 }

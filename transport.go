@@ -157,11 +157,12 @@ type Transport struct {
 	// StopCanceled, or StopDeadline): a longer body is then streamed once
 	// and its request is not retried (StopBodyTooLarge), unless it can be
 	// read at its offsets (it has ReadAt and a Seek that tells its offset,
-	// as an *os.File of a regular file has): each attempt then reads its
-	// own view of it, from where it stood when RoundTrip was called, and it
-	// is closed once the call has ended and Base has closed every view
-	// (its Close may then come while an attempt's view is being read, as
-	// net/http's may during a Read). A body kept is
+	// as an *os.File of a regular file has, and ReadAt gives the bytes
+	// Read would): each attempt then reads its own view of it, from where
+	// it stood when RoundTrip was called, every one the bytes the first to
+	// reach its end read (a body cut short since fails the attempt, with
+	// StopRewind), and it is closed once the call has ended and Base has
+	// closed, or dropped, every view. A body kept is
 	// sent with its length as Content-Length, not chunked, unless the
 	// request has a Trailer, which only a chunked body carries. The body of a
 	// request whose Policy allows no retries (see WithoutRetries) is not
