@@ -1055,3 +1055,27 @@ func TestBufferedBodyWhoseCloseFailsIsNotSent(t *testing.T) {
 		t.Errorf("%d attempts, body closed %d times; want none sent, closed once", base.calls(), body.closes.Load())
 	}
 }
+
+// endedContext has ended (Err says so) but runs no AfterFunc, as a context
+// whose cancel is still on its way to its AfterFuncs does: the read ahead,
+// ended by Err, closes the body itself, once.
+type endedContext struct{ context.Context }
+
+func (endedContext) Err() error { return context.DeadlineExceeded }
+
+func (endedContext) AfterFunc(func()) func() bool { return func() bool { return true } }
+
+func TestReadAheadEndedBeforeItsAfterFuncRanClosesTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		live, cancel := context.WithCancel(context.Background()) // a Done channel, never closed
+		defer cancel()
+		body := &polledBody{pastClose: 1}
+		req, _ := http.NewRequestWithContext(endedContext{live}, "PUT", "http://x/", body)
+		base := newScripted(status(200))
+		_, err := (&Transport{Base: base}).RoundTrip(req)
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != StopDeadline || base.calls() != 0 || !body.closed.Load() {
+			t.Errorf("err %v, %d attempts, body closed %v; want StopDeadline, nothing sent, the body closed", err, base.calls(), body.closed.Load())
+		}
+	})
+}

@@ -467,3 +467,47 @@ func TestFileBodyToServersAnsweringBeforeReading(t *testing.T) {
 		})
 	}
 }
+
+// TestGetBodyAfterTheCallEndedIsAnError: a Base that asks GetBody for a
+// view after the call has ended and every view was closed gets an error,
+// rather than a view of a closed file whose release would close it again.
+func TestGetBodyAfterTheCallEndedIsAnError(t *testing.T) {
+	f, _ := tempFile(t, 4<<10)
+	var getBody func() (io.ReadCloser, error)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		getBody = r.GetBody
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return response(200, ""), nil
+	})
+	req, _ := http.NewRequest(http.MethodPut, "http://x/", f)
+	resp, err := (&Transport{Base: base, MaxBufferedBody: 1 << 10}).RoundTrip(req)
+	if err != nil || getBody == nil {
+		t.Fatalf("err %v, GetBody %v; want a 200 and a GetBody for Base", err, getBody != nil)
+	}
+	resp.Body.Close()
+	if body, err := getBody(); !errors.Is(err, errBodyClosed) || body != nil {
+		t.Errorf("GetBody after the call: %v, %v; want errBodyClosed", body, err)
+	}
+	if n := f.closes.Load(); n != 1 {
+		t.Errorf("file closed %d times, want once", n)
+	}
+}
+
+// unseekableAt has ReadAt but a Seek that fails, as some readers of
+// remote objects do: it is not read at its offsets, and is sent once.
+type unseekableAt struct{ *bytes.Reader }
+
+func (unseekableAt) Seek(int64, int) (int64, error) { return 0, errors.New("no seeking") }
+
+func (unseekableAt) Close() error { return nil }
+
+func TestBodyThatCannotTellItsOffsetIsSentOnce(t *testing.T) {
+	data := bytes.Repeat([]byte("u"), 4<<10)
+	base := newScripted(status(503))
+	req, _ := http.NewRequest(http.MethodPut, "http://x/", unseekableAt{bytes.NewReader(data)})
+	resp, err := (&Transport{Base: base, Policy: noWait, MaxBufferedBody: 1 << 10}).RoundTrip(req)
+	if err != nil || resp.StatusCode != 503 || base.calls() != 1 || base.bodies[0] != string(data) {
+		t.Fatalf("status %v, err %v, %d attempts; want the 503 of one attempt that sent the whole body", resp, err, base.calls())
+	}
+}
