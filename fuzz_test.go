@@ -388,6 +388,7 @@ func FuzzBodyReplay(f *testing.F) {
 	f.Add(uint32(0), int32(0), uint8(0), uint16(1), uint8(0), uint8(2))
 	f.Add(uint32(1), int32(1), uint8(1), uint16(7), uint8(1), uint8(3))
 	f.Add(uint32(1000), int32(999), uint8(2), uint16(100), uint8(2), uint8(1))
+	f.Add(uint32(5000), int32(1000), uint8(7), uint16(333), uint8(3), uint8(2)) // readable at its offsets, over the limit, read late
 	f.Add(uint32(1000), int32(1000), uint8(3), uint16(513), uint8(3), uint8(2))
 	f.Add(uint32(70000), int32(-1), uint8(4), uint16(4096), uint8(4), uint8(2))
 	f.Add(uint32(200000), int32(65536), uint8(5), uint16(32768), uint8(5), uint8(3))
@@ -415,7 +416,7 @@ func relBodyReplay(t *testing.T, size int, limit int64, source uint8, step int, 
 	// The caller's body: one of the shapes callers hand over.
 	var body io.Reader
 	var known bool
-	switch source % 7 {
+	switch source % 8 {
 	case 0: // bytes.Reader: NewRequest sets ContentLength and GetBody
 		body, known = bytes.NewReader(orig), true
 	case 1: // unknown length, small reads
@@ -431,10 +432,16 @@ func relBodyReplay(t *testing.T, size int, limit int64, source uint8, step int, 
 	case 6: // a known length without GetBody
 		body = &relChunkyReader{data: orig, step: step}
 		known = true
+	case 7: // readable at its offsets, as a file: its Read through the counted body, its ReadAt beside
+		body = &relChunkyReader{data: orig, step: step}
 	}
 	caller := newRelBody(body)
-	req, err := http.NewRequest("PUT", "http://example.invalid/", caller)
-	if source%7 == 0 {
+	var sent io.ReadCloser = caller
+	if source%8 == 7 {
+		sent = relAtBody{caller, bytes.NewReader(orig)}
+	}
+	req, err := http.NewRequest("PUT", "http://example.invalid/", sent)
+	if source%8 == 0 {
 		// NewRequest's own GetBody over a bytes.Reader; the first
 		// attempt reads the counted caller's body over the same bytes.
 		req, err = http.NewRequest("PUT", "http://example.invalid/", body)
@@ -537,7 +544,7 @@ func relBodyReplay(t *testing.T, size int, limit int64, source uint8, step int, 
 	}
 	// An unread body of unknown length is a body, even when it turns out
 	// empty: with a negative limit it is streamed once.
-	replayable := source%7 == 0 || (effLimit >= 0 && int64(size) <= effLimit)
+	replayable := source%8 == 0 || source%8 == 7 || (effLimit >= 0 && int64(size) <= effLimit)
 	want := 1
 	if replayable {
 		want = 1 + retries
@@ -546,12 +553,22 @@ func relBodyReplay(t *testing.T, size int, limit int64, source uint8, step int, 
 		}
 	}
 	if attempts != want {
-		t.Errorf("%d attempts, want %d (size %d, limit %d, source %d)", attempts, want, size, limit, source%7)
+		t.Errorf("%d attempts, want %d (size %d, limit %d, source %d)", attempts, want, size, limit, source%8)
 	}
 	if c := caller.closes.Load(); c != 1 {
 		t.Errorf("caller's body closed %d times, want 1", c)
 	}
 }
+
+// relAtBody is a counted body readable at its offsets, as an *os.File.
+type relAtBody struct {
+	*relBody
+	at *bytes.Reader
+}
+
+func (b relAtBody) ReadAt(p []byte, off int64) (int, error) { return b.at.ReadAt(p, off) }
+
+func (b relAtBody) Seek(off int64, whence int) (int64, error) { return b.at.Seek(off, whence) }
 
 // TestBodyReplayShapes runs the body-replay property over a fixed grid, so
 // that the edges around the limit are covered even without -fuzz.
@@ -559,7 +576,7 @@ func TestBodyReplayShapes(t *testing.T) {
 	var runs atomic.Int32
 	for _, size := range []int{0, 1, 511, 512, 513, 4096} {
 		for _, limit := range []int64{-1, 0, 1, 512, 4096, math.MaxInt64} {
-			for source := uint8(0); source < 7; source++ {
+			for source := uint8(0); source < 8; source++ {
 				for mode := uint8(0); mode < 4; mode++ {
 					relBodyReplay(t, size, limit, source, 100, mode, 2)
 					runs.Add(1)
@@ -567,7 +584,7 @@ func TestBodyReplayShapes(t *testing.T) {
 			}
 		}
 	}
-	if runs.Load() != 6*6*7*4 {
+	if runs.Load() != 6*6*8*4 {
 		t.Fatal("grid incomplete")
 	}
 }
