@@ -99,8 +99,11 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	case req.GetBody != nil:
 		return requestBody{kind: bodyGetBody}, nil
 	case limit < 0 || req.ContentLength > limit:
-		if at, from := offsetOf(req.Body); at != nil {
-			return readFrom(req.Body, at, from), nil
+		if policyFor(req.Context(), *def).retries() == 0 { // never retried: streamed as it is, as without httpretry (no GetBody for Base to replay it with)
+			return requestBody{kind: bodyOnce, once: req.Body}, nil
+		}
+		if src := offsetOf(req.Body); src.at != nil {
+			return readFrom(req.Body, src), nil
 		}
 		return requestBody{kind: bodyOnce, once: req.Body}, nil
 	case policyFor(req.Context(), *def).retries() == 0: // looked up only here, where reading would cost more
@@ -111,7 +114,7 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { req.Body.Close() })
 	}
-	at, from := offsetOf(req.Body) // before the read ahead, in case it is over limit
+	src := offsetOf(req.Body) // before the read ahead, in case it is over limit
 	chunks, size, err := readChunks(ctx, req.Body, limit, req.ContentLength)
 	if stopped := stop(); !stopped || err == errReadAheadEnded { // the context ended: the body is closed, whatever was read
 		if stopped { // ended before its AfterFunc could close the body
@@ -124,8 +127,8 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 		req.Body.Close()
 		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("reading request body: %w", err)}
 	}
-	if size > limit && at != nil { // each attempt reads it afresh: the prefix read is let go
-		return readFrom(req.Body, at, from), nil
+	if size > limit && src.at != nil { // each attempt reads it afresh: the prefix read is let go
+		return readFrom(req.Body, src), nil
 	}
 	if size > limit {
 		prefix := &chunkReader{chunks: chunks}

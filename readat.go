@@ -20,49 +20,63 @@ import (
 // transport takes a body from GetBody for a replay it then does not send,
 // and drops it, which left the file open. Every view reads the bytes the
 // first to reach the end read: a body grown since is cut there, and one
-// that ends before another view's bytes fails with io.ErrUnexpectedEOF,
-// rather than pass for whole (chunked, a file truncated between attempts
-// was taken by the server for the whole upload).
+// that ends before another view's bytes, or a file that Stat says has
+// shrunk since the call began, fails with io.ErrUnexpectedEOF, rather
+// than pass for whole (chunked, a file truncated between attempts was
+// taken by the server for the whole upload).
 type readAt struct {
-	at   io.ReaderAt // nil for a buffered body
-	from int64
+	source
 	orig io.Closer
 	open atomic.Int64 // views not yet released, and one for the call until it ends
 	far  atomic.Int64 // the most bytes a view has read
 	end  atomic.Int64 // 1 + the bytes the first view to reach the end read; 0 before
 }
 
+// source is what reads a body at its offsets: its ReadAt (nil for a
+// buffered body), its offset when the call began, and, for a file, its
+// Stat and the size Stat gave then.
+type source struct {
+	at   io.ReaderAt
+	from int64
+	stat func() (fs.FileInfo, error)
+	size int64
+}
+
 // errBodyClosed is GetBody's error once the caller's body has been closed:
 // the call has ended and no view of it is open.
 var errBodyClosed = errors.New("httpretry: the request's body was closed when its call ended")
 
-// offsetOf returns body's ReadAt and its offset now, or a nil at when it
-// cannot be read at its offsets: that needs ReadAt and a Seek that tells
-// the offset (a pipe's fails), and, for a body that says what file it is
-// (an *os.File), a regular file (a terminal's Seek may succeed, and its
-// ReadAt fail).
-func offsetOf(body io.ReadCloser) (at io.ReaderAt, from int64) {
+// offsetOf returns the source that reads body at its offsets from where
+// it is now, with a nil at when it cannot be: that needs ReadAt and a
+// Seek that tells the offset (a pipe's fails), and, for a body that says
+// what file it is (an *os.File), a regular file (a terminal's Seek may
+// succeed, and its ReadAt fail).
+func offsetOf(body io.ReadCloser) source {
 	at, ok := body.(io.ReaderAt)
 	s, seeks := body.(io.Seeker)
 	if !ok || !seeks {
-		return nil, 0
+		return source{}
 	}
+	var src source
 	if f, ok := body.(interface{ Stat() (fs.FileInfo, error) }); ok {
-		if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-			return nil, 0
+		info, err := f.Stat()
+		if err != nil || !info.Mode().IsRegular() {
+			return source{}
 		}
+		src.stat, src.size = f.Stat, info.Size()
 	}
 	from, err := s.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return nil, 0
+		return source{}
 	}
-	return at, from
+	src.at, src.from = at, from
+	return src
 }
 
 // readFrom returns the requestBody of body, read at its offsets by every
-// attempt from from.
-func readFrom(body io.ReadCloser, at io.ReaderAt, from int64) requestBody {
-	b := &replayBuffer{readAt: readAt{at: at, from: from, orig: body}}
+// attempt as src says.
+func readFrom(body io.ReadCloser, src source) requestBody {
+	b := &replayBuffer{readAt: readAt{source: src, orig: body}}
 	b.open.Store(1)
 	return requestBody{kind: bodyReadAt, buffer: b}
 }
@@ -122,11 +136,14 @@ func (v *view) Read(p []byte) (int, error) {
 		p = p[:min(int64(len(p)), end-v.got)]
 	}
 	n, err := v.SectionReader.Read(p)
+	if n == 0 && err == nil && len(p) > 0 { // an io.ReaderAt must say why it gave less: spun on, it held Base for ever
+		err = io.ErrNoProgress
+	}
 	v.got += int64(n)
 	for far := r.far.Load(); v.got > far && !r.far.CompareAndSwap(far, v.got); far = r.far.Load() {
 	}
 	if err == io.EOF {
-		if v.got < r.far.Load() {
+		if v.got < r.far.Load() || r.shrank() {
 			return n, io.ErrUnexpectedEOF
 		}
 		r.end.CompareAndSwap(0, v.got+1)
@@ -138,4 +155,17 @@ func (v *view) Read(p []byte) (int, error) {
 func (v *view) Close() error {
 	v.owner.releaseOnce(v.released)
 	return nil
+}
+
+// shrank reports whether the body, a file, is now shorter than it was when
+// the call began: truncated, a view ends early whatever any view read
+// before (a first attempt that the server answered before reading it read
+// nothing). A file whose size says nothing of its bytes (procfs, sysfs)
+// keeps its size.
+func (r *readAt) shrank() bool {
+	if r.stat == nil {
+		return false
+	}
+	info, err := r.stat()
+	return err == nil && info.Size() < r.size
 }

@@ -57,8 +57,8 @@ func TestBodiesThatAreNotRegularFiles(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if at, _ := offsetOf(f); (at != nil) != tc.regular {
-					t.Errorf("%s taken as readable at its offsets: %v", tc.name, at != nil)
+				if src := offsetOf(f); (src.at != nil) != tc.regular {
+					t.Errorf("%s taken as readable at its offsets: %v", tc.name, src.at != nil)
 				}
 				sf := &signalFile{File: f, closed: make(chan struct{})}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a bound on a hang, not a timing

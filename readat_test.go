@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
@@ -509,5 +510,122 @@ func TestBodyThatCannotTellItsOffsetIsSentOnce(t *testing.T) {
 	resp, err := (&Transport{Base: base, Policy: noWait, MaxBufferedBody: 1 << 10}).RoundTrip(req)
 	if err != nil || resp.StatusCode != 503 || base.calls() != 1 || base.bodies[0] != string(data) {
 		t.Fatalf("status %v, err %v, %d attempts; want the 503 of one attempt that sent the whole body", resp, err, base.calls())
+	}
+}
+
+// TestFileTruncatedBeforeAnyViewReadItFailsTheRetry: attempt 1, sent with
+// Expect: 100-continue, is answered 503 before any byte of its body is
+// read; the file is then truncated. The retry's view, the first to reach
+// the end, had no other view's bytes to fall short of, and its chunked
+// half went as the whole upload; now a file that Stat says has shrunk
+// since the call began fails the retry (a review's find).
+func TestFileTruncatedBeforeAnyViewReadItFailsTheRetry(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	f, name := tempFileWith(t, data)
+	var n atomic.Int32
+	var mu sync.Mutex
+	var got [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // before reading: no 100 Continue
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, b)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport).Clone()
+	base.ExpectContinueTimeout = 5 * time.Second // a bound: the server answers at once
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, f)
+	req.Header.Set("Expect", "100-continue")
+	tr := &Transport{Base: base, Policy: noWait, MaxBufferedBody: 1 << 10,
+		OnRetry: func(RetryEvent) { os.Truncate(name, 2<<10) }}
+	resp, err := tr.RoundTrip(req)
+	var e *Error
+	if err == nil {
+		resp.Body.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("status %d: the server got %v bytes as the whole upload of %d", resp.StatusCode, lens(got), len(data))
+	}
+	if !errors.As(err, &e) || e.Reason != StopRewind || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("err %v; want the retry's body cut short, StopRewind", err)
+	}
+}
+
+// TestFileBodyOfACallNeverRetriedIsSentAsItIs: with WithoutRetries, a file
+// over the limit (or any, with no limit) is the caller's body, sent as it
+// is: with a view and its GetBody, net/http's HTTP/2 transport replayed it
+// by itself after a reset that does not prove it unprocessed, where plain
+// net/http sends one stream (a review's find).
+func TestFileBodyOfACallNeverRetriedIsSentAsItIs(t *testing.T) {
+	data := bytes.Repeat([]byte("h2"), 4<<10)
+	for _, tc := range []struct {
+		name     string
+		limit    int64
+		declared bool
+	}{{"no buffering (-1)", -1, false}, {"declared over the limit", 1 << 10, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+				if n == 1 {
+					return relH2Write(w, relH2Rst, 0, stream, relU32s(0x1 /* PROTOCOL_ERROR */)) == nil
+				}
+				return relH2Respond(w, stream, "h2 ok") == nil
+			})
+			f := openSignalFile(t, data)
+			req, _ := http.NewRequestWithContext(WithoutRetries(context.Background()), http.MethodPut, srv.url, f)
+			if tc.declared {
+				req.ContentLength = int64(len(data))
+			}
+			resp, err := (&Transport{Base: srv.client, MaxBufferedBody: tc.limit}).RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if n := srv.streams.Load(); n != 1 {
+				t.Errorf("%d streams sent (err %v); want 1, as plain net/http", n, err)
+			}
+			if !waitClosed(f) || f.closes.Load() != 1 {
+				t.Errorf("file closed %d times, want once", f.closes.Load())
+			}
+			relWaitConns(t, srv.ln, srv.client)
+		})
+	}
+}
+
+// zeroAt is a body whose Read is sound but whose ReadAt returns (0, nil)
+// at the end, against io.ReaderAt's contract, a common slip.
+type zeroAt struct{ *bytes.Reader }
+
+func (z zeroAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := z.Reader.ReadAt(p, off)
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+func (zeroAt) Close() error { return nil }
+
+// TestReaderAtThatGivesNothingEndsTheAttempt: such a body read at its
+// offsets gave (0, nil) at its end for ever; net/http's copy spun on it,
+// and RoundTrip never returned, whatever its deadline. A view that gives
+// nothing and no error now ends with io.ErrNoProgress (a review's find).
+func TestReaderAtThatGivesNothingEndsTheAttempt(t *testing.T) {
+	base := newScripted(status(200))
+	req, _ := http.NewRequest(http.MethodPut, "http://x/", zeroAt{bytes.NewReader(bytes.Repeat([]byte("z"), 4<<10))})
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&Transport{Base: base, Policy: noWait, MaxBufferedBody: -1}).RoundTrip(req)
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second): // a bound on a hang
+		t.Fatal("RoundTrip has not returned 5 s after it was called")
+	}
+	if base.calls() != 1 || len(base.bodies[0]) != 4<<10 {
+		t.Errorf("%d attempts, the first sent %d bytes; want 1, the body's %d before its end", base.calls(), len(base.bodies[0]), 4<<10)
 	}
 }

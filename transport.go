@@ -161,8 +161,9 @@ type Transport struct {
 	// Read would): each attempt then reads its own view of it, from where
 	// it stood when RoundTrip was called, every one the bytes the first to
 	// reach its end read (a body cut short since fails the attempt, with
-	// StopRewind), and it is closed once the call has ended and Base has
-	// closed, or dropped, every view. A body kept is
+	// StopRewind; one rewritten in place is sent as it then reads), and it
+	// is closed once the call has ended and Base has closed, or dropped,
+	// every view; a call never retried sends it as it is. A body kept is
 	// sent with its length as Content-Length, not chunked, unless the
 	// request has a Trailer, which only a chunked body carries. The body of a
 	// request whose Policy allows no retries (see WithoutRetries) is not
