@@ -130,15 +130,22 @@ func classifyError(err error) (bool, string) {
 // neverSent reports whether err proves the request never reached the server,
 // so that replaying it is safe whatever its method. Of errors joined (a
 // Base that tried twice, or two backends, and returned both), every one
-// must prove it: the request was sent if any try sent it.
+// must prove it, and one at least: the request was sent if any try sent
+// it. The Transport's own ErrAttemptTimeout, joined to Base's error when
+// it fires, says nothing either way.
 func neverSent(err error) bool {
 	if joined := joinedIn(err); joined != nil {
+		proved := false
 		for _, e := range joined {
-			if e != nil && !neverSent(e) {
+			if e == nil || e == ErrAttemptTimeout { // says nothing either way: the Transport's own timer, wrapped around Base's error
+				continue
+			}
+			if !neverSent(e) {
 				return false
 			}
+			proved = true
 		}
-		return true
+		return proved // a join of nothing proves nothing
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {

@@ -104,6 +104,12 @@ func TestClassifyError(t *testing.T) {
 		{"refused and reset, two %w", &url.Error{Op: "Post", URL: "http://h/", Err: fmt.Errorf("%w; then %w", dialErr(syscall.ECONNREFUSED), readErr(syscall.ECONNRESET))}, true, false},
 		{"refused twice, joined", errors.Join(dialErr(syscall.ECONNREFUSED), dialErr(syscall.ECONNREFUSED)), true, true},
 		{"no route to host", dialErr(syscall.EHOSTUNREACH), true, true},
+		// A join that names no error proves nothing (every one of none did),
+		// and the Transport's own ErrAttemptTimeout around a dial's error
+		// says nothing either way (a review's finds).
+		{"a join of no error", &joinedNone{errs: []error{}}, false, false},
+		{"a join of nils", &joinedNone{errs: []error{nil}}, false, false},
+		{"our attempt timeout around a refused dial", fmt.Errorf("%w: %w", ErrAttemptTimeout, dialErr(syscall.ECONNREFUSED)), true, true},
 		{"network unreachable", dialErr(syscall.ENETUNREACH), true, true},
 		{"caller canceled", context.Canceled, false, false},
 		{"caller deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), false, false},
@@ -280,3 +286,9 @@ func TestErrorIsATimeoutWhenItsCauseIs(t *testing.T) {
 		t.Error("ErrAttemptTimeout is not a timeout, or errors.Is does not find it")
 	}
 }
+
+// joinedNone is a Base's own multi-error that kept no error of its tries.
+type joinedNone struct{ errs []error }
+
+func (e *joinedNone) Error() string   { return "backend 1: reset after the body" }
+func (e *joinedNone) Unwrap() []error { return e.errs }

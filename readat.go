@@ -130,7 +130,10 @@ type view struct {
 func (v *view) Read(p []byte) (int, error) {
 	r := v.owner
 	if end := r.end.Load() - 1; end >= 0 {
-		if v.got >= end {
+		if v.got > end { // read past it before it was set: not the first's bytes
+			return 0, io.ErrUnexpectedEOF
+		}
+		if v.got == end {
 			return 0, io.EOF
 		}
 		p = p[:min(int64(len(p)), end-v.got)]
@@ -146,7 +149,9 @@ func (v *view) Read(p []byte) (int, error) {
 		if v.got < r.far.Load() || r.shrank() {
 			return n, io.ErrUnexpectedEOF
 		}
-		r.end.CompareAndSwap(0, v.got+1)
+		if !r.end.CompareAndSwap(0, v.got+1) && r.end.Load() != v.got+1 { // another reached the end meanwhile, at another count
+			return n, io.ErrUnexpectedEOF
+		}
 	}
 	return n, err
 }
