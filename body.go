@@ -73,8 +73,9 @@ type requestBody struct {
 // GetBody of their clones refers to it, while requestBody itself stays on
 // RoundTrip's stack.
 type replayBuffer struct {
-	chunks [][]byte
-	size   int64
+	chunks   [][]byte
+	size     int64
+	closeErr error // the caller's body's Close error, which the first attempt's body's Close returns
 	readAt
 }
 
@@ -134,10 +135,8 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 		prefix := &chunkReader{chunks: chunks}
 		return requestBody{kind: bodyOnce, once: &onceBody{Reader: io.MultiReader(prefix, req.Body), orig: req.Body}}, nil
 	}
-	if err := req.Body.Close(); err != nil { // read to EOF and kept: this is its one close, whose error net/http fails the request with too
-		return requestBody{}, &Error{Reason: StopInvalid, Err: fmt.Errorf("closing request body: %w", err)}
-	}
-	return requestBody{kind: bodyBuffered, buffer: &replayBuffer{chunks: chunks, size: size}}, nil
+	closeErr := req.Body.Close() // read to EOF and kept: this is its one close; its error is the first attempt's body's, for Base to fail it as it would (HTTP/1 does, HTTP/2 does not)
+	return requestBody{kind: bodyBuffered, buffer: &replayBuffer{chunks: chunks, size: size, closeErr: closeErr}}, nil
 }
 
 // readChunks reads r until EOF or until more than limit bytes arrived,
@@ -248,6 +247,9 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 		}
 	case bodyBuffered:
 		b.setBuffered(out, replay)
+		if n == 1 && b.buffer.closeErr != nil && out.Body != http.NoBody {
+			out.Body = closeErrBody{out.Body, b.buffer.closeErr}
+		}
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
 	case bodyReadAt:
@@ -528,4 +530,18 @@ func PeekBody(resp *http.Response, n int) ([]byte, error) {
 type peekedBody struct {
 	io.Reader
 	io.Closer
+}
+
+// closeErrBody is a first attempt's buffered body whose Close returns the
+// caller's body's Close error, as net/http's HTTP/1 transport fails such a
+// request and its HTTP/2 transport does not.
+type closeErrBody struct {
+	io.ReadCloser
+	err error
+}
+
+// Close closes the body and returns the caller's body's Close error.
+func (b closeErrBody) Close() error {
+	b.ReadCloser.Close()
+	return b.err
 }

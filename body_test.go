@@ -1038,21 +1038,44 @@ var errCloseFailed = errors.New("checksum mismatch")
 
 func (b *closeFailingBody) Close() error { b.closes.Add(1); return errCloseFailed }
 
-// TestBufferedBodyWhoseCloseFailsIsNotSent: a body read ahead whose Close
-// fails is not sent (StopInvalid, the error wrapped), as net/http fails
-// such a request ("close failed"): its producer said something went
-// wrong. It was sent, and the error dropped (a review's find).
-func TestBufferedBodyWhoseCloseFailsIsNotSent(t *testing.T) {
-	body := &closeFailingBody{Reader: strings.NewReader("payload")}
-	base := newScripted(status(200))
-	req, _ := http.NewRequest(http.MethodPut, "http://x/", body)
-	_, err := (&Transport{Base: base}).RoundTrip(req)
-	var e *Error
-	if !errors.As(err, &e) || e.Reason != StopInvalid || !errors.Is(err, errCloseFailed) || e.Attempts != 0 {
-		t.Errorf("err %v; want an *Error, StopInvalid, wrapping the close's error, nothing sent", err)
-	}
-	if base.calls() != 0 || body.closes.Load() != 1 {
-		t.Errorf("%d attempts, body closed %d times; want none sent, closed once", base.calls(), body.closes.Load())
+// TestBufferedBodyWhoseCloseFailsFaresAsWithNetHTTP: a body read ahead
+// whose Close fails is sent, and its first attempt's body's Close returns
+// that error, so that Base fails the request as it would the caller's:
+// net/http's HTTP/1 transport does ("close failed"), its HTTP/2 transport
+// does not. The error was first dropped, then (9f1fe34) the request was
+// not sent at all, which HTTP/2 callers' plain net/http would have sent
+// (two reviews' finds).
+func TestBufferedBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.ReadAll(r.Body)
+			}))
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			send := func(rt http.RoundTripper) (body *closeFailingBody, err error) {
+				body = &closeFailingBody{Reader: strings.NewReader("payload")}
+				req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+				resp, err := rt.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				return body, err
+			}
+			_, plainErr := send(srv.Client().Transport)
+			body, err := send(&Transport{Base: srv.Client().Transport})
+			if (err == nil) != (plainErr == nil) || (err != nil && !errors.Is(err, errCloseFailed)) {
+				t.Errorf("through httpretry: %v; plain net/http: %v; want the same outcome", err, plainErr)
+			}
+			if n := body.closes.Load(); n != 1 {
+				t.Errorf("the caller's body closed %d times, want once", n)
+			}
+		})
 	}
 }
 

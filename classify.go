@@ -128,47 +128,48 @@ func classifyError(err error) (bool, string) {
 }
 
 // neverSent reports whether err proves the request never reached the server,
-// so that replaying it is safe whatever its method. Of errors joined (a
-// Base that tried twice, or two backends, and returned both), every one
-// must prove it, and one at least: the request was sent if any try sent
-// it. The Transport's own ErrAttemptTimeout, joined to Base's error when
-// it fires, says nothing either way.
+// so that replaying it is safe whatever its method. A failed dial proves
+// it, whatever it wraps. Of errors joined (a Base that tried twice, or two
+// backends, and returned both), every one must prove it, and one at least:
+// the request was sent if any try sent it. The Transport's own
+// ErrAttemptTimeout, joined to Base's error when it fires, says nothing
+// either way.
 func neverSent(err error) bool {
-	if joined := joinedIn(err); joined != nil {
-		proved := false
-		for _, e := range joined {
-			if e == nil || e == ErrAttemptTimeout { // says nothing either way: the Transport's own timer, wrapped around Base's error
-				continue
-			}
-			if !neverSent(e) {
-				return false
-			}
-			proved = true
+	for e := err; e != nil; {
+		if op, ok := e.(*net.OpError); ok && op.Op == "dial" {
+			return true // no connection, no request
 		}
-		return proved // a join of nothing proves nothing
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			return allNeverSent(u.Unwrap())
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		default:
+			e = nil
+		}
 	}
-	var op *net.OpError
+	var op *net.OpError // one that says it is a dial's by its As
 	if errors.As(err, &op) && op.Op == "dial" {
-		return true // no connection, no request
+		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
 		refusedNotReplayed(err) || goAwayNotReplayed(err)
 }
 
-// joinedIn returns the errors joined at the first join in err's chain
-// (errors.Join, fmt.Errorf with several %w), or nil when there is none.
-func joinedIn(err error) []error {
-	for err != nil {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			return u.Unwrap()
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		default:
-			return nil
+// allNeverSent reports whether the joined errs prove the request never
+// sent (see neverSent).
+func allNeverSent(errs []error) bool {
+	proved := false
+	for _, e := range errs {
+		if e == nil || e == ErrAttemptTimeout {
+			continue
 		}
+		if !neverSent(e) {
+			return false
+		}
+		proved = true
 	}
-	return nil
+	return proved // a join of nothing proves nothing
 }
 
 // isTLSError reports a handshake or certificate verification failure.

@@ -110,6 +110,7 @@ func TestClassifyError(t *testing.T) {
 		{"a join of no error", &joinedNone{errs: []error{}}, false, false},
 		{"a join of nils", &joinedNone{errs: []error{nil}}, false, false},
 		{"our attempt timeout around a refused dial", fmt.Errorf("%w: %w", ErrAttemptTimeout, dialErr(syscall.ECONNREFUSED)), true, true},
+		{"a dial that joins the causes of its addresses", &net.OpError{Op: "dial", Net: "tcp", Err: errors.Join(errors.New("a: timeout"), syscall.ECONNRESET)}, true, true},
 		{"network unreachable", dialErr(syscall.ENETUNREACH), true, true},
 		{"caller canceled", context.Canceled, false, false},
 		{"caller deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), false, false},

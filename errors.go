@@ -77,8 +77,10 @@ const (
 	StopRewind
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// a body whose read ahead failed, a truncated stream's
-	// io.ErrUnexpectedEOF included, or whose Close then failed, as net/http
-	// fails such a request: nothing is sent).
+	// io.ErrUnexpectedEOF included: nothing is sent). A body read ahead
+	// whose Close fails is sent, and its first attempt's body's Close
+	// returns that error, which Base fails the attempt with or not, as it
+	// would the caller's body's (net/http's HTTP/1 transport does).
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
 	// Transport.Storm) had no retry left. Only with StormControl.NoHostGate:

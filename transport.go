@@ -47,7 +47,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     that may be replayed also gets a GetBody, so Base can replay it too);
 //     the context's end interrupts that read by closing the body (StopCanceled
 //     or StopDeadline). A larger body is sent once, complete and unchanged,
-//     and that request is not retried (StopBodyTooLarge). Values a body fills
+//     and that request is not retried (StopBodyTooLarge), unless it can be
+//     read at its offsets, as a file can: each attempt then reads its own
+//     view of it (see MaxBufferedBody). Values a body fills
 //     in its request's Trailer as it is read reach the server; with GetBody,
 //     filling them in races with a retry that starts while Base still sends
 //     the previous attempt's body (a server that answers before reading it). A
@@ -360,9 +362,10 @@ func closeUnlessDone(resp *http.Response, done *bool) {
 
 // send runs one attempt of req through Base and holds Base to the
 // RoundTripper contract: exactly one of the response and the error is
-// non-nil. A response to the attempt's clone names req as its Request,
-// as net/http's Transport names the request it was given: the clone's
-// context ends with the attempt, and carries its number.
+// non-nil. A response to the attempt's clone, or to a clone of it that
+// Base sent, names req as its Request, as net/http's Transport names the
+// request it was given: the clone's context ends with the attempt, and
+// carries its number.
 func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 	var timer *time.Timer
 	if cancel := a.cancel; cancel != nil { // the attempt's timeout starts as it goes: OnRetry's time is not the attempt's
@@ -378,10 +381,11 @@ func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 		resp = nil
 	case err == nil && resp == nil:
 		err = errNilResponse
-	case resp != nil && resp.Request != req:
+	case resp != nil && resp.Request != req && (resp.Request == a.req || cloneOf(resp.Request, a.req)):
 		// The caller's, as net/http names the request it was given, also
 		// when Base sent a clone of its own (otelhttp does) and names it:
-		// that clone's context is the attempt's.
+		// that clone's context is the attempt's. Not one Base named on
+		// purpose (where it was redirected to), nor a response it shares.
 		resp.Request = req
 	}
 	if fired || a.timedOut() {
@@ -501,4 +505,15 @@ func (t *Transport) maxRetryAfter() time.Duration {
 		return DefaultMaxRetryAfter
 	}
 	return t.MaxRetryAfter
+}
+
+// cloneOf reports whether r is a clone of a that Base sent: the same method
+// and URL, the URL's user aside (a clone's is a copy).
+func cloneOf(r, a *http.Request) bool {
+	if r == nil || r.URL == nil || a.URL == nil || r.Method != a.Method {
+		return false
+	}
+	u, v := *r.URL, *a.URL
+	u.User, v.User = nil, nil
+	return u == v
 }

@@ -503,3 +503,37 @@ type cloningBaseKey struct{}
 func (c cloningBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.base.RoundTrip(r.Clone(context.WithValue(r.Context(), cloningBaseKey{}, true)))
 }
+
+// TestResponseNamedByBaseOnPurposeIsKept: resp.Request is made the
+// caller's only when it is the attempt's request or Base's clone of it. A
+// request Base names on purpose (where it followed a redirect to) is kept,
+// and a response Base shares between calls is not written (9920f27 wrote
+// both: a data race, and a lost final URL; a review's find).
+func TestResponseNamedByBaseOnPurposeIsKept(t *testing.T) {
+	redirected := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		final := r.Clone(r.Context())
+		final.URL.Path = "/moved-here"
+		resp := response(200, "ok")
+		resp.Request = final
+		return resp, nil
+	})
+	req, _ := http.NewRequest(http.MethodGet, "http://h.example/old", nil)
+	resp, err := (&Transport{Base: redirected}).RoundTrip(req)
+	if err != nil || resp.Request.URL.Path != "/moved-here" {
+		t.Errorf("resp.Request %v, err %v; want Base's /moved-here", resp.Request.URL, err)
+	}
+
+	shared := &http.Response{StatusCode: 204, Header: http.Header{}, Body: http.NoBody}
+	tr := &Transport{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return shared, nil })}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://h.example/", nil)
+			tr.RoundTrip(req)
+		})
+	}
+	wg.Wait()
+	if shared.Request != nil {
+		t.Errorf("the shared response was written: Request %p", shared.Request)
+	}
+}
