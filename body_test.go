@@ -1048,16 +1048,9 @@ func (b *closeFailingBody) Close() error { b.closes.Add(1); return errCloseFaile
 func TestBufferedBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := startServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				io.ReadAll(r.Body)
 			}))
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			defer srv.Close()
 			send := func(rt http.RoundTripper) (body *closeFailingBody, err error) {
 				body = &closeFailingBody{Reader: strings.NewReader("payload")}
 				req, _ := http.NewRequest(http.MethodPut, srv.URL, body)

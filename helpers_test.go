@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 )
 
 // roundTripFunc adapts a function to http.RoundTripper.
@@ -155,4 +157,19 @@ func propertySeeds(def int) int {
 		return n
 	}
 	return def
+}
+
+// startServer starts a loopback server of h, over HTTP/2 with TLS when h2
+// is set, closed when the test ends.
+func startServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -434,7 +434,7 @@ func TestFileBodyToServersAnsweringBeforeReading(t *testing.T) {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
 			var n atomic.Int32
 			var last atomic.Value
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := startServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if n.Add(1) < 3 {
 					w.WriteHeader(http.StatusServiceUnavailable) // before reading the body
 					return
@@ -442,13 +442,6 @@ func TestFileBodyToServersAnsweringBeforeReading(t *testing.T) {
 				b, _ := io.ReadAll(r.Body)
 				last.Store(b)
 			}))
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			defer srv.Close()
 			f := openSignalFile(t, data)
 			req, _ := http.NewRequest(http.MethodPut, srv.URL, f)
 			resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait}).RoundTrip(req)
