@@ -540,8 +540,21 @@ type closeErrBody struct {
 	err error
 }
 
-// Close closes the body and returns the caller's body's Close error.
+// Close closes the body and returns the caller's body's Close error,
+// marked as the body's (see replayStop): Base's error for it, net/http's
+// "connection broken", would otherwise be retried as a connection's, and
+// the retry, whose body closes cleanly, sent.
 func (b closeErrBody) Close() error {
 	b.ReadCloser.Close()
-	return b.err
+	return &bodyCloseError{b.err}
 }
+
+// bodyCloseError is the caller's body's Close error, as the first
+// attempt's body gives it.
+type bodyCloseError struct{ err error }
+
+// Error returns the body's own error's message.
+func (e *bodyCloseError) Error() string { return e.err.Error() }
+
+// Unwrap returns the body's own error.
+func (e *bodyCloseError) Unwrap() error { return e.err }

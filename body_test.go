@@ -1028,15 +1028,23 @@ func TestRetrysBodyFailingWithAnErrorNotRetriedEndsAsThatError(t *testing.T) {
 	}
 }
 
-// closeFailingBody is a body whose bytes all come, and whose Close fails.
+// closeFailingBody is a body whose bytes all come, and whose Close fails
+// with err, errCloseFailed when nil.
 type closeFailingBody struct {
 	io.Reader
 	closes atomic.Int32
+	err    error
 }
 
 var errCloseFailed = errors.New("checksum mismatch")
 
-func (b *closeFailingBody) Close() error { b.closes.Add(1); return errCloseFailed }
+func (b *closeFailingBody) Close() error {
+	b.closes.Add(1)
+	if b.err != nil {
+		return b.err
+	}
+	return errCloseFailed
+}
 
 // TestBufferedBodyWhoseCloseFailsFaresAsWithNetHTTP: a body read ahead
 // whose Close fails is sent, and its first attempt's body's Close returns
@@ -1094,4 +1102,27 @@ func TestReadAheadEndedBeforeItsAfterFuncRanClosesTheBody(t *testing.T) {
 			t.Errorf("err %v, %d attempts, body closed %v; want StopDeadline, nothing sent, the body closed", err, base.calls(), body.closed.Load())
 		}
 	})
+}
+
+// TestBodyCloseErrorIsNotRetriedAway: a body whose Close fails with an
+// error that reads like a connection's (a verifying reader's
+// io.ErrUnexpectedEOF) failed attempt 1, through net/http's HTTP/1
+// transport, as "connection broken", which was retried as a connection
+// failure: the retry's body closed cleanly, and the body that said it was
+// not whole was sent. Its error now stops the call, StopInvalid (a
+// review's find).
+func TestBodyCloseErrorIsNotRetriedAway(t *testing.T) {
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	body := &closeFailingBody{Reader: strings.NewReader("payload")}
+	body.err = io.ErrUnexpectedEOF
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+	resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait}).RoundTrip(req)
+	var e *Error
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("the body's Close error was retried away: status %d", resp.StatusCode)
+	}
+	if !errors.As(err, &e) || e.Reason != StopInvalid || e.Attempts != 1 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("err %v; want StopInvalid after 1 attempt, wrapping the body's error", err)
+	}
 }

@@ -80,7 +80,8 @@ const (
 	// io.ErrUnexpectedEOF included: nothing is sent). A body read ahead
 	// whose Close fails is sent, and its first attempt's body's Close
 	// returns that error, which Base fails the attempt with or not, as it
-	// would the caller's body's (net/http's HTTP/1 transport does).
+	// would the caller's body's (net/http's HTTP/1 transport does); an
+	// attempt failed by it is not retried, and stops with StopInvalid.
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
 	// Transport.Storm) had no retry left. Only with StormControl.NoHostGate:

@@ -325,6 +325,8 @@ func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) 
 		return StopNotReplayable // a tunnel's stream, however it failed
 	case body.readFailed(err):
 		return StopRewind // the body GetBody gave failed, not the connection
+	case errors.As(err, new(*bodyCloseError)):
+		return StopInvalid // the caller's body's Close failed: it said its bytes were not whole
 	}
 	return StopNone
 }
@@ -362,10 +364,11 @@ func closeUnlessDone(resp *http.Response, done *bool) {
 
 // send runs one attempt of req through Base and holds Base to the
 // RoundTripper contract: exactly one of the response and the error is
-// non-nil. A response to the attempt's clone, or to a clone of it that
-// Base sent, names req as its Request, as net/http's Transport names the
-// request it was given: the clone's context ends with the attempt, and
-// carries its number.
+// non-nil. A response to the attempt's clone names req as its Request,
+// as net/http's Transport names the request it was given: the clone's
+// context ends with the attempt, and carries its number. So does a copy
+// of a response to a clone Base made of the attempt with its method and
+// URL (one that changes them, or names a request of its own, keeps it).
 func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 	var timer *time.Timer
 	if cancel := a.cancel; cancel != nil { // the attempt's timeout starts as it goes: OnRetry's time is not the attempt's
@@ -381,12 +384,14 @@ func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 		resp = nil
 	case err == nil && resp == nil:
 		err = errNilResponse
-	case resp != nil && resp.Request != req && (resp.Request == a.req || cloneOf(resp.Request, a.req)):
-		// The caller's, as net/http names the request it was given, also
-		// when Base sent a clone of its own (otelhttp does) and names it:
-		// that clone's context is the attempt's. Not one Base named on
-		// purpose (where it was redirected to), nor a response it shares.
-		resp.Request = req
+	case resp != nil && resp.Request == a.req && a.req != req:
+		resp.Request = req // the caller's, as net/http names the request it was given
+	case resp != nil && resp.Request != req && cloneOf(resp.Request, a.req):
+		// Base sent a clone of its own (otelhttp does), whose context is
+		// the attempt's: a copy names the caller's, as the response may be
+		// one Base shares between calls (a cache), which is not written.
+		copied := *resp
+		copied.Request, resp = req, &copied
 	}
 	if fired || a.timedOut() {
 		if resp != nil {
