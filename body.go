@@ -75,7 +75,7 @@ type requestBody struct {
 type replayBuffer struct {
 	chunks   [][]byte
 	size     int64
-	closeErr error // the caller's body's Close error, which the first attempt's body's Close returns
+	closeErr error // the caller's body's Close error, which every attempt's body's Close returns
 	readAt
 }
 
@@ -135,7 +135,7 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 		prefix := &chunkReader{chunks: chunks}
 		return requestBody{kind: bodyOnce, once: &onceBody{Reader: io.MultiReader(prefix, req.Body), orig: req.Body}}, nil
 	}
-	closeErr := req.Body.Close() // read to EOF and kept: this is its one close; its error is the first attempt's body's, for Base to fail it as it would (HTTP/1 does, HTTP/2 does not)
+	closeErr := req.Body.Close() // read to EOF and kept: this is its one close; its error is every attempt's body's, for Base to fail it as it would (HTTP/1 does, HTTP/2 does not)
 	return requestBody{kind: bodyBuffered, buffer: &replayBuffer{chunks: chunks, size: size, closeErr: closeErr}}, nil
 }
 
@@ -210,6 +210,9 @@ func (b *requestBody) onceIsCallers() bool {
 // readFailed).
 func (b *replayBuffer) newReader() (io.ReadCloser, error) {
 	if b.at == nil {
+		if b.closeErr != nil { // every attempt's body says, as the caller's did, that its bytes are not whole
+			return closeErrBody{&chunkReader{chunks: b.chunks}, b.closeErr}, nil
+		}
 		return &chunkReader{chunks: b.chunks}, nil
 	}
 	v, err := b.readAt.newView()
@@ -247,9 +250,6 @@ func (b *requestBody) attemptBody(out, req *http.Request, n int, replay bool) er
 		}
 	case bodyBuffered:
 		b.setBuffered(out, replay)
-		if n == 1 && b.buffer.closeErr != nil && out.Body != http.NoBody {
-			out.Body = closeErrBody{out.Body, b.buffer.closeErr}
-		}
 	case bodyOnce:
 		out.Body, out.GetBody = b.once, nil
 	case bodyReadAt:
@@ -532,8 +532,8 @@ type peekedBody struct {
 	io.Closer
 }
 
-// closeErrBody is a first attempt's buffered body whose Close returns the
-// caller's body's Close error, as net/http's HTTP/1 transport fails such a
+// closeErrBody is a buffered body whose Close returns the caller's body's
+// Close error, as net/http's HTTP/1 transport fails such a
 // request and its HTTP/2 transport does not.
 type closeErrBody struct {
 	io.ReadCloser
@@ -542,15 +542,14 @@ type closeErrBody struct {
 
 // Close closes the body and returns the caller's body's Close error,
 // marked as the body's (see replayStop): Base's error for it, net/http's
-// "connection broken", would otherwise be retried as a connection's, and
-// the retry, whose body closes cleanly, sent.
+// "connection broken", would otherwise be retried as a connection's.
 func (b closeErrBody) Close() error {
 	b.ReadCloser.Close()
 	return &bodyCloseError{b.err}
 }
 
-// bodyCloseError is the caller's body's Close error, as the first
-// attempt's body gives it.
+// bodyCloseError is the caller's body's Close error, as an attempt's body
+// gives it.
 type bodyCloseError struct{ err error }
 
 // Error returns the body's own error's message.

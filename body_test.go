@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -1047,7 +1048,7 @@ func (b *closeFailingBody) Close() error {
 }
 
 // TestBufferedBodyWhoseCloseFailsFaresAsWithNetHTTP: a body read ahead
-// whose Close fails is sent, and its first attempt's body's Close returns
+// whose Close fails is sent, and every attempt's body's Close returns
 // that error, so that Base fails the request as it would the caller's:
 // net/http's HTTP/1 transport does ("close failed"), its HTTP/2 transport
 // does not. The error was first dropped, then (9f1fe34) the request was
@@ -1124,5 +1125,65 @@ func TestBodyCloseErrorIsNotRetriedAway(t *testing.T) {
 	}
 	if !errors.As(err, &e) || e.Reason != StopInvalid || e.Attempts != 1 || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("err %v; want StopInvalid after 1 attempt, wrapping the body's error", err)
+	}
+}
+
+// TestBodyCloseErrorStopsWithStopInvalidWhenNotRetried: a Close error the
+// classifier does not retry (most: a checksum mismatch) stopped with
+// StopNotRetryable, where StopInvalid's doc says an attempt it failed
+// stops with StopInvalid. The handler answers only once the client has
+// closed the connection, so that no answer races the write's error (a
+// review's find).
+func TestBodyCloseErrorStopsWithStopInvalidWhenNotRetried(t *testing.T) {
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard: a dropped Close error would leave the handler waiting
+	defer cancel()
+	body := &closeFailingBody{Reader: strings.NewReader("payload")} // errCloseFailed
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+	resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait}).RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("the body's Close error was dropped: status %d", resp.StatusCode)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopInvalid || !errors.Is(err, errCloseFailed) {
+		t.Errorf("err %v; want StopInvalid, wrapping the body's Close error", err)
+	}
+}
+
+// TestBodyCloseErrorIsNotLaunderedByARetry: a body read ahead whose Close
+// fails (its bytes are not whole) fails its request through net/http's
+// HTTP/1 transport. When attempt 1 failed before its body's Close counted
+// (a refused dial: net/http closes the body and drops its error), the
+// retry's body closed cleanly, and the bytes the body disowned were sent
+// and answered 200. Every attempt's body now says what the caller's said.
+// Base behaves as net/http's HTTP/1 transport, without its races (a
+// review's find).
+func TestBodyCloseErrorIsNotLaunderedByARetry(t *testing.T) {
+	var calls, delivered atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if calls.Add(1) == 1 { // refused: the body closed, its error dropped
+			r.Body.Close()
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		io.ReadAll(r.Body)
+		if err := r.Body.Close(); err != nil { // as net/http's HTTP/1 writeBody does
+			return nil, fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", err)
+		}
+		delivered.Add(1)
+		return status(200)(r)
+	})
+	body := &closeFailingBody{Reader: strings.NewReader("payload")}
+	req, _ := http.NewRequest(http.MethodPut, "http://x/", body)
+	resp, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopInvalid || e.Attempts != 2 || !errors.Is(err, errCloseFailed) || delivered.Load() != 0 {
+		t.Errorf("err %v, delivered %d times; want StopInvalid at attempt 2 with the body's Close error, as net/http gives it", err, delivered.Load())
 	}
 }

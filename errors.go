@@ -78,7 +78,7 @@ const (
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// a body whose read ahead failed, a truncated stream's
 	// io.ErrUnexpectedEOF included: nothing is sent). A body read ahead
-	// whose Close fails is sent, and its first attempt's body's Close
+	// whose Close fails is sent, and every attempt's body's Close
 	// returns that error, which Base fails the attempt with or not, as it
 	// would the caller's body's (net/http's HTTP/1 transport does); an
 	// attempt failed by it is not retried, and stops with StopInvalid.

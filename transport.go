@@ -291,7 +291,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		retry, reason := t.classify(req, resp, err)
 		if !retry {
 			r.answered(n, err)
-			return r.end(a.finish(resp, err, n, StopNotRetryable))
+			return r.end(a.finish(resp, err, n, finalStop(err)))
 		}
 		ev = RetryEvent{Request: req, Attempt: n, Response: resp, Err: err, Reason: reason}
 		wait, stop := r.planClosing(&body, resp, err, n)
@@ -317,6 +317,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // would not make it so.
 func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) StopReason {
 	switch {
+	case err != nil && errors.As(err, new(*bodyCloseError)):
+		return StopInvalid // the caller's body's Close failed: it said its bytes were not whole
 	case !replayable(req, t.RetryAllMethods) && (err == nil || !neverSent(err)):
 		return StopNotReplayable
 	case body.kind == bodyOnce:
@@ -325,10 +327,18 @@ func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) 
 		return StopNotReplayable // a tunnel's stream, however it failed
 	case body.readFailed(err):
 		return StopRewind // the body GetBody gave failed, not the connection
-	case errors.As(err, new(*bodyCloseError)):
-		return StopInvalid // the caller's body's Close failed: it said its bytes were not whole
 	}
 	return StopNone
+}
+
+// finalStop is the reason of an outcome the classifier did not retry:
+// StopInvalid when the caller's body's Close failed the attempt (see
+// StopInvalid), StopNotRetryable otherwise.
+func finalStop(err error) StopReason {
+	if err != nil && errors.As(err, new(*bodyCloseError)) {
+		return StopInvalid
+	}
+	return StopNotRetryable
 }
 
 // classify applies the Classifier, or the default one.
@@ -387,11 +397,7 @@ func (t *Transport) send(a attempt, req *http.Request) (*http.Response, error) {
 	case resp != nil && resp.Request == a.req && a.req != req:
 		resp.Request = req // the caller's, as net/http names the request it was given
 	case resp != nil && resp.Request != req && cloneOf(resp.Request, a.req):
-		// Base sent a clone of its own (otelhttp does), whose context is
-		// the attempt's: a copy names the caller's, as the response may be
-		// one Base shares between calls (a cache), which is not written.
-		copied := *resp
-		copied.Request, resp = req, &copied
+		resp = copyNaming(resp, req) // Base sent a clone of its own (otelhttp does), whose context is the attempt's
 	}
 	if fired || a.timedOut() {
 		if resp != nil {
@@ -510,15 +516,4 @@ func (t *Transport) maxRetryAfter() time.Duration {
 		return DefaultMaxRetryAfter
 	}
 	return t.MaxRetryAfter
-}
-
-// cloneOf reports whether r is a clone of a that Base sent: the same method
-// and URL, the URL's user aside (a clone's is a copy).
-func cloneOf(r, a *http.Request) bool {
-	if r == nil || r.URL == nil || a.URL == nil || r.Method != a.Method {
-		return false
-	}
-	u, v := *r.URL, *a.URL
-	u.User, v.User = nil, nil
-	return u == v
 }
