@@ -17,45 +17,46 @@ const DefaultReleaseShare = 0.25
 // worse, and stays out of the way of a request that is alone on its host.
 // Its zero value is on; NoBudget and NoHostGate turn its parts off.
 //
-// The model, per host: a retry that has waited its own backoff is held only
-// while another request to the host is retrying and the host is proven down
-// (none of its last 16 attempts answered, or none since its requests began
-// to fail, for at least twice a failed attempt's time), or a Retry-After
-// told it to wait out the outage under way; one the server singled out with
-// a Retry-After of its own is not held. A held request keeps its own
-// backoff's steps, drawn as plain backoff draws them: at each it goes if
-// the host may be back (its latest outcome is an answer, or, no fresh
-// requests coming, no failure is newer than the request's own news of it)
-// or if the step is its last, and otherwise skips it, counted as an attempt
-// that failed as long as its own take. Between steps it waits in the host's
-// line: each answer of the host earns ReleaseShare of a release for the
-// oldest held retries, a share grown by answers and halved by failures as
-// TCP's window, and while no fresh requests reach the host the oldest
-// probes it at its own backoff's pace, or a Retry-After's if sooner; a
-// retry the line lets go stands for a step skipped before it. So a held
-// request that fails ends no later, and after no more attempts, than with
-// plain backoff; one that succeeds may take a step more, the time it takes
-// to learn that the host is back (told a Retry-After, for the line to let
-// it go); none goes before a Retry-After it was told ends; and a hold that
-// the deadline reaches returns the last outcome (see Error for a body that
-// could not be kept) with StopHostGate.
-// The budget bounds, across hosts, the line's probes into hosts proven down
-// (see Budget). Only hosts with requests retrying have state: while none
-// has, a request pays one atomic load for storm control; while some have,
-// a request to another host pays a clock read and a look-up without a
-// lock. "No later" has three measured
-// exceptions: failures of which only some carry a Retry-After, or which
-// name different waits; attempts that take longer than plain backoff's
-// would have (a skipped step stands for one of the request's own: one that
-// hung, or went in a burst's congestion, stands long); and, against a
-// deadline, attempts longer than any the host has failed before one of the
-// request's own is timed. A skipped step may also be one at which plain
-// backoff's retry would have found the host back (a host that flaps, or one
-// that comes back while a long attempt would still be out): the request
-// then takes a step more, or, if its steps left fail or the deadline comes
-// first, fails where plain backoff succeeds.
-// docs/storm-control.md gives each rule, its fine print and the figure
-// behind it.
+// The model, per host: a retry that has waited its own backoff is held
+// only while another request to the host is retrying and the host is
+// proven down (none of its last 16 attempts answered, or none since its
+// requests began to fail, for at least twice a failed attempt's time), or
+// a Retry-After told it to wait out the outage under way. A held request
+// keeps its own backoff's steps, drawn as plain backoff draws them: at
+// each it goes if the host may be back (its latest outcome is an answer,
+// or no failure is newer than the request's own news of it while no fresh
+// requests come) or if the step is its last, and otherwise skips it as an
+// attempt that failed. Between steps it waits in the host's line, which
+// the host's answers empty, oldest first, at a pace that grows with
+// answers and halves on failures, as TCP's window (see ReleaseShare);
+// while no fresh requests reach the host, the oldest probes it at its own
+// backoff's pace, or a Retry-After's if sooner.
+//
+// So a held request that fails ends no later, and after no more attempts,
+// than with plain backoff; one that succeeds may take a step more, the
+// time it takes to learn that the host is back; none goes before a
+// Retry-After it was told ends, and one the server singled out with a
+// Retry-After of its own is not held; a hold that the deadline reaches
+// returns the last outcome (see Error for a body that could not be kept)
+// with StopHostGate. "No later" has three measured exceptions: failures
+// of which only some carry a Retry-After, or which name different waits;
+// attempts that take longer than plain backoff's would have (a skipped
+// step stands for one of the request's own: one that hung, or went in a
+// burst's congestion, stands long); and, against a deadline, attempts
+// longer than any the host has failed before one of the request's own is
+// timed. A skipped step may also be one at which plain backoff's retry
+// would have found the host back (a host that flaps, or one that comes
+// back while a long attempt would still be out): the request then takes a
+// step more, or, if its steps left fail or the deadline comes first,
+// fails where plain backoff succeeds.
+//
+// The budget bounds, across hosts, the line's probes into hosts proven
+// down (see Budget). Only hosts with requests retrying have state: while
+// none has, a request pays one atomic load for storm control; while some
+// have, a request to another host pays a clock read and a look-up without
+// a lock. docs/storm-control.md gives each rule (when the host may be
+// back, the line's pace, a skipped step's time), its fine print and the
+// figure behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
