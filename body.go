@@ -315,11 +315,14 @@ func (e *bodyReadError) Unwrap() error { return e.err }
 
 // setBuffered gives out a reader over the buffered body, sent with a
 // Content-Length unless out has a Trailer, which net/http sends only with
-// a body of unknown length (chunked). An empty body under a declared
-// length is sent as it is, so that Base reports the mismatch as it would
-// without retries.
+// a body of unknown length (chunked), or the caller's body's Close failed:
+// net/http sends such a body of unknown length chunked and, failed by the
+// Close, never ends it, so that the server never reads it whole. An empty
+// body under a declared length is sent as it is, so that Base reports the
+// mismatch as it would without retries.
 func (b *requestBody) setBuffered(out *http.Request, replay bool) {
-	if b.buffer.size == 0 && out.ContentLength <= 0 && out.Trailer == nil {
+	unknown := out.ContentLength <= 0 && out.Trailer == nil
+	if b.buffer.size == 0 && unknown && b.buffer.closeErr == nil { // NoBody's Close would not say the error
 		out.Body, out.GetBody = http.NoBody, nil
 		return
 	}
@@ -328,7 +331,7 @@ func (b *requestBody) setBuffered(out *http.Request, replay bool) {
 	if replay {
 		out.GetBody = b.buffer.newReader
 	}
-	if out.ContentLength <= 0 && out.Trailer == nil {
+	if unknown && b.buffer.closeErr == nil {
 		out.ContentLength = b.buffer.size
 	}
 }

@@ -1187,3 +1187,61 @@ func TestBodyCloseErrorIsNotLaunderedByARetry(t *testing.T) {
 		t.Errorf("err %v, delivered %d times; want StopInvalid at attempt 2 with the body's Close error, as net/http gives it", err, delivered.Load())
 	}
 }
+
+// TestBodyWhoseCloseFailedReachesTheServerAsWithNetHTTP: a body read ahead
+// whose Close fails was sent with its length as Content-Length, so that an
+// HTTP/1 server read a whole, well-framed request before the Close error
+// failed the attempt on the client (and its answer could beat that error
+// to the caller). Plain net/http sends the same body, of unknown length,
+// chunked, and never ends it: the server's read fails, as it now does
+// through the Transport (a review's find).
+func TestBodyWhoseCloseFailedReachesTheServerAsWithNetHTTP(t *testing.T) {
+	got := make(chan error, 4)
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		got <- err
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached when the server sees the request
+	defer cancel()
+	send := func(rt http.RoundTripper) error {
+		body := &closeFailingBody{Reader: strings.NewReader("payload")}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+		if resp, err := rt.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+		select {
+		case err := <-got:
+			return err
+		case <-ctx.Done():
+			t.Fatal("the server never saw the request")
+			return nil
+		}
+	}
+	plain := send(srv.Client().Transport)
+	through := send(&Transport{Base: srv.Client().Transport, Policy: noWait})
+	if (plain == nil) != (through == nil) {
+		t.Errorf("the server's read of the body: plain net/http %v, through httpretry %v; want the same (the body disowned its bytes)", plain, through)
+	}
+}
+
+// TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP: an empty body whose
+// Close fails was read ahead, then sent as http.NoBody, whose Close
+// returns nil: the request succeeded where net/http's HTTP/1 transport
+// fails it with the Close error (a review's find).
+func TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	send := func(rt http.RoundTripper) error {
+		body := &closeFailingBody{Reader: strings.NewReader("")}
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	plainErr := send(srv.Client().Transport)
+	err := send(&Transport{Base: srv.Client().Transport})
+	if (err == nil) != (plainErr == nil) || (err != nil && !errors.Is(err, errCloseFailed)) {
+		t.Errorf("through httpretry: %v; plain net/http: %v; want the same outcome", err, plainErr)
+	}
+}

@@ -167,7 +167,9 @@ type Transport struct {
 	// is closed once the call has ended and Base has closed, or dropped,
 	// every view; a call never retried sends it as it is. A body kept is
 	// sent with its length as Content-Length, not chunked, unless the
-	// request has a Trailer, which only a chunked body carries. The body of a
+	// request has a Trailer, which only a chunked body carries, or the
+	// body's Close failed (see StopInvalid), whose length stays unknown, as
+	// net/http sends it. The body of a
 	// request whose Policy allows no retries (see WithoutRetries) is not
 	// read ahead at all. Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
