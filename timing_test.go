@@ -3,6 +3,7 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -324,24 +325,32 @@ func (c *upgradedConn) Close() error                { return nil }
 // a 101's body stays writable through the wrap, as net/http's upgraded
 // connection must, and a response without a body ends the context at once.
 func TestAttemptTimeoutKeepsTheReturnedResponsesShape(t *testing.T) {
-	t.Run("101 Switching Protocols", func(t *testing.T) {
-		var attemptCtx context.Context
-		conn := &upgradedConn{Reader: *strings.NewReader("from server")}
-		tr := &Transport{AttemptTimeout: time.Minute, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			attemptCtx = r.Context()
-			return &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{}, Body: conn}, nil
-		})}
-		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
-		require.NoError(t, err)
-		w, ok := resp.Body.(io.Writer)
-		require.True(t, ok, "the upgraded body lost its Write")
-		_, err = io.WriteString(w, "to server")
-		require.NoError(t, err)
-		assert.Equal(t, "to server", conn.written.String())
-		assert.NoError(t, attemptCtx.Err(), "the attempt's context ended before the body was closed")
-		require.NoError(t, resp.Body.Close())
-		assert.Error(t, attemptCtx.Err(), "closing the body releases the attempt's context")
-	})
+	for _, clones := range []bool{false, true} { // Base naming its own clone gets a copy of its response back (see copyNaming)
+		t.Run(fmt.Sprintf("101 Switching Protocols, Base clones %v", clones), func(t *testing.T) {
+			var attemptCtx context.Context
+			conn := &upgradedConn{Reader: *strings.NewReader("from server")}
+			tr := &Transport{AttemptTimeout: time.Minute, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				attemptCtx = r.Context()
+				resp := &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{}, Body: conn}
+				if clones {
+					resp.Request = r.Clone(r.Context())
+				}
+				return resp, nil
+			})}
+			req := httptest.NewRequest("GET", "http://x/", nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			assert.Equal(t, clones, resp.Request == req, "the response names the caller's request only when it named a clone")
+			w, ok := resp.Body.(io.Writer)
+			require.True(t, ok, "the upgraded body lost its Write")
+			_, err = io.WriteString(w, "to server")
+			require.NoError(t, err)
+			assert.Equal(t, "to server", conn.written.String())
+			assert.NoError(t, attemptCtx.Err(), "the attempt's context ended before the body was closed")
+			require.NoError(t, resp.Body.Close())
+			assert.Error(t, attemptCtx.Err(), "closing the body releases the attempt's context")
+		})
+	}
 	t.Run("no body", func(t *testing.T) {
 		var attemptCtx context.Context
 		tr := &Transport{AttemptTimeout: time.Minute, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
