@@ -382,12 +382,16 @@ type onceBody struct {
 	closed atomic.Bool
 }
 
-// Close closes the caller's body on the first call only.
+// Close closes the caller's body on the first call only; its error stops
+// the call as a kept body's does (see StopInvalid).
 func (b *onceBody) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	return b.orig.Close()
+	if err := b.orig.Close(); err != nil {
+		return &bodyCloseError{err}
+	}
+	return nil
 }
 
 // discard drains a response that will not be returned, at most drainLimit

@@ -1245,3 +1245,27 @@ func TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
 		t.Errorf("through httpretry: %v; plain net/http: %v; want the same outcome", err, plainErr)
 	}
 }
+
+// TestOverLimitBodyCloseErrorStopsWithStopInvalid: a body of exactly
+// MaxBufferedBody bytes whose Close fails stops with StopInvalid; one byte
+// more (read ahead in part, then streamed) failed the same way through
+// net/http's HTTP/1 transport, but stopped with StopNotRetryable, the
+// reason flipping at the limit (a review's find).
+func TestOverLimitBodyCloseErrorStopsWithStopInvalid(t *testing.T) {
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	for _, limit := range []int64{7, 6} { // "payload" is 7 bytes: at the limit, and one over
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
+		body := &closeFailingBody{Reader: strings.NewReader("payload")}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+		resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait, MaxBufferedBody: limit}).RoundTrip(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("limit %d: the body's Close error was dropped", limit)
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != StopInvalid || !errors.Is(err, errCloseFailed) {
+			t.Errorf("limit %d: err %v; want StopInvalid wrapping the body's Close error", limit, err)
+		}
+	}
+}
