@@ -33,16 +33,16 @@ const (
 // between a held request's steps into a host proven down (see
 // StormControl) that has also failed its last 16 attempts in a row, while
 // another request to it is retrying: the line's probes, which plain
-// backoff never sends. One that
-// finds less than one token waits in line for the next. A retry at its
-// request's own backoff's time is charged when it goes into such a host,
-// or to a host that answers, and never refused: so the budget bounds,
-// across hosts, what storm control adds to a dead host's load, and never
-// makes a request less successful than plain backoff (docs/storm-control.md
-// rule 7). With the host gate off, it charges every retry and is asked
-// about every one but that of the only request of its Transport retrying:
-// a retry that finds less than one token is refused, and its request
-// returns its last outcome at once, with StopBudget.
+// backoff never sends. One that finds less than one token waits in line
+// for the next. A retry at its request's own backoff's time is charged
+// when it goes into such a host, or to a host that answers, and never
+// refused: so the budget bounds, across hosts, what storm control adds to
+// a dead host's load, and never makes a request less successful than
+// plain backoff (docs/storm-control.md rule 7). With the host gate off, it
+// charges every retry and is asked about every one but that of the only
+// request of its Transport retrying: a retry that finds less than one
+// token is refused, and its request returns its last outcome at once,
+// with StopBudget.
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its

@@ -173,3 +173,13 @@ func startServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// snapshot returns the hosts with requests retrying, by name.
+func (s *hostSet) snapshot() map[string]*host {
+	out := map[string]*host{}
+	s.byName.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*host)
+		return true
+	})
+	return out
+}

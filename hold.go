@@ -14,9 +14,9 @@ import (
 // reached in a hold, as the step before it is the last and goes.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
-	wasLeft := m.wasLeft
-	m.wasLeft = false
-	if base, _ := r.pol.bounds(); base <= 0 || !st.holds(m, r.limited(), due) || r.lastStep(r.step(), due) {
+	cur := heldStep{from: earlierOf(due, m.stepDue)} // a step a retry between steps left comes when it was to, however late that retry is back
+	m.stepDue = time.Time{}
+	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, r.limited(), due) || r.lastStep(r.step(), due) {
 		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
 		}
@@ -27,15 +27,11 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
 	m.h.enqueue(m, place{limit: r.limit(), spare: true}) // a retry sent at once stands for this step: no next to be back by
-	// The step it is due at goes by the step's rules, as every later one:
-	// when it went only as a retry between steps would, groups on a
+	// The step it is due at (cur) goes by the step's rules, as every later
+	// one: when it went only as a retry between steps would, groups on a
 	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
 	// dead host gets 4.4 attempts per call for it, against 3.6 (plain
 	// backoff 6).
-	cur := heldStep{from: due}
-	if wasLeft { // the step a retry between steps left, come when it was to, however late that retry is back
-		cur.from = earlierOf(due, m.stepDue)
-	}
 	for {
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
@@ -44,7 +40,11 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		}
 		send, wake := m.h.poll(m, now, atStep)
 		switch {
-		case send && st.budgetLets(m, now):
+		// The budget is asked only about the line's probe into a host
+		// proven down, which plain backoff never sends; never about a
+		// retry at its own backoff's time, nor one released to a host that
+		// answers, nor one let go alone (rule 1).
+		case send && (!m.askBudget || st.takes(m, now)):
 			if !atStep { // an extra retry: the step still comes
 				m.extra, m.left = m.extra+1, cur
 			}
@@ -91,7 +91,7 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 	defer timer.Stop()
 	for now := time.Now(); now.Before(due); now = time.Now() {
 		send, wake := m.h.poll(m, now, false)
-		if send { // released by the host's answers: the budget is not asked (see budgetLets)
+		if send { // released by the host's answers: the budget is not asked (see hold)
 			m.extra, m.left = m.extra+1, heldStep{from: due}
 			return true, StopNone
 		}
@@ -112,10 +112,8 @@ type ownSteps struct {
 	ahead   [4]float64    // random values drawn ahead, used first (see stepWait)
 	nAhead  int           // how many
 	untimed int           // the steps skipped before any of its attempts was timed (see catchUp)
-	until   time.Time     // when the wait before its next retry ends, when a step sets it
-	minWait time.Duration // the least of that wait: the Retry-After its latest attempt was told
-	wasLeft bool          // that step was left by a retry sent between steps
-	stepDue time.Time     // when that step was to come
+	until   time.Time     // when the wait before its next retry ends, when a step sets it; it waits r.floor at least
+	stepDue time.Time     // when that step, if left by a retry sent between steps, was to come; zero when not
 	drift   time.Duration // how far its steps run ahead of plain backoff's (which drained the attempts they skipped, or waited a Retry-After from the step), or behind
 	late    time.Duration // how late the step its latest attempt stood for went; negative when early
 	left    heldStep      // the step a retry sent between steps left to come
@@ -131,13 +129,8 @@ type heldStep struct {
 	u     float64
 }
 
-// at returns when s comes.
-func (s heldStep) at() time.Time {
-	if s.floor > 0 {
-		return s.from.Add(max(s.own, spreadUp(s.floor, s.u)))
-	}
-	return s.from.Add(s.own)
-}
+// at returns when s comes; a zero floor spreads to zero.
+func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor, s.u))) }
 
 // nextStep skips the step that came at at, which counts as a retry sent
 // that failed as long as its own attempts take, and returns the next,
@@ -146,11 +139,11 @@ func (s heldStep) at() time.Time {
 func (r *retrier) nextStep(at time.Time) heldStep {
 	skip := r.m.h.skipTime(r.m)
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain
-	if !skip.timed {
+	if !skip.took.timed {
 		r.m.untimed++
 	}
 	own, u := r.stepWait(0, skip.floor, true)
-	s := heldStep{from: at.Add(skip.took), own: own, floor: skip.floor, u: u}
+	s := heldStep{from: at.Add(skip.took.avg), own: own, floor: skip.floor, u: u}
 	r.prev = s.at().Sub(s.from)
 	return s
 }
@@ -193,8 +186,7 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		left.from, left.floor = left.from.Add(early), min(left.floor, floor) // re-timed by what it was told; a longer one puts it off below
 		if at := left.at(); !told || !at.Before(now.Add(floor)) {
 			r.m.late = max(now.Sub(at), 0) // a retry still out at the step puts off none after it
-			r.m.until, r.m.stepDue, r.m.wasLeft = at, at, true
-			r.m.minWait, r.floor = floor, floor
+			r.m.until, r.m.stepDue, r.floor = at, at, floor
 			return max(at.Sub(now), floor), r.cutShort(now, max(at.Sub(now), floor)), true
 		}
 		// Told a Retry-After that outlasts the step, the retry stood for
@@ -215,7 +207,7 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		return 0, StopHostGate, true
 	}
 	r.m.extra++
-	r.m.until, r.m.late, r.m.minWait, r.floor = r.sent.Add(early), 0, 0, 0
+	r.m.until, r.m.late, r.floor = r.sent.Add(early), 0, 0
 	wait = max(r.m.until.Sub(now), 0)
 	return wait, r.cutShort(now, wait), true
 }
@@ -229,10 +221,10 @@ func (r *retrier) catchUp() time.Duration {
 		return 0
 	}
 	skip := r.m.h.skipTime(r.m)
-	if !skip.timed {
+	if !skip.took.timed {
 		return 0
 	}
-	d := times(r.m.untimed, skip.took)
+	d := times(r.m.untimed, skip.took.avg)
 	r.m.untimed = 0
 	return d
 }

@@ -37,9 +37,8 @@ const (
 type hostSet struct {
 	share  float64 // ReleaseShare
 	active atomic.Int32
-	mu     sync.RWMutex
-	m      map[string]*host
-	byName sync.Map // m's hosts, for answered to find without a lock
+	mu     sync.Mutex // serializes joining (see failed) and leaving
+	byName sync.Map   // of *host, for answered to find without a lock
 }
 
 // host is one host's state, kept only while requests to it are retrying,
@@ -72,13 +71,25 @@ type host struct {
 	pace                time.Duration // the wait after the latest failed probe
 }
 
-func newHostSet(share float64) *hostSet { return &hostSet{share: share, m: map[string]*host{}} }
+func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
 
-// failed records f, a retryable failure of m's request to the named host,
-// m joining its retrying requests on the first.
+// failed records f, a retryable failure of m's request to the named host.
+// On the first, m joins the host's retrying requests, creating its state,
+// down from the start so that a burst's first failures are held at once.
 func (s *hostSet) failed(name string, m *member, f failure) {
 	if m.h == nil {
-		s.join(name, m, f.at)
+		s.mu.Lock()
+		v, ok := s.byName.Load(name)
+		if !ok {
+			v = &host{name: name, share: s.share, releasedSinceHalved: true, outageStart: f.at}
+			s.byName.Store(name, v)
+			s.active.Add(1)
+		}
+		m.h = v.(*host)
+		m.h.mu.Lock()
+		m.h.members = append(m.h.members, m)
+		m.h.mu.Unlock()
+		s.mu.Unlock()
 	}
 	h := m.h
 	h.mu.Lock()
@@ -93,17 +104,17 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.lastFailed != m {
 		h.othersWait = h.saysWait
 	}
-	if h.saysWait && !f.saysWait { // a retry kept from going between its steps by the Retry-After may now probe
+	if h.saysWait && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
-	m.fromLine, m.saysWait, m.floor = false, f.saysWait, f.floor
-	h.saysWait, h.lastFailed = f.saysWait, m
+	m.fromLine, m.floor = false, f.floor
+	h.saysWait, h.lastFailed = f.floor > 0, m
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at
 	}
 	h.run, h.streak = h.run+1, 0
 	m.toldIn = time.Time{}
-	if f.saysWait && h.down() { // a hold for it, while this outage lasts (rule 1)
+	if f.floor > 0 && h.down() { // a hold for it, while this outage lasts (rule 1)
 		m.toldIn = h.outageStart
 	}
 	h.heard(m, f.at, true)
@@ -116,35 +127,19 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 }
 
-// join adds m to the named host's retrying requests, creating its state,
-// down from the start so that a burst's first failures are held at once.
-func (s *hostSet) join(name string, m *member, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m.h = s.m[name]; m.h == nil {
-		m.h = &host{name: name, share: s.share, releasedSinceHalved: true, outageStart: at}
-		s.m[name] = m.h
-		s.byName.Store(name, m.h)
-		s.active.Add(1)
-	}
-	m.h.mu.Lock()
-	m.h.members = append(m.h.members, m)
-	m.h.mu.Unlock()
-}
-
 // answered records that the named host answered a request (m is nil when
 // it never failed) whose attempt went at sent (zero when not known). A
 // host without state costs one atomic load; a nil set (the gate off), none.
 func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 	var h *host
-	if s == nil {
+	switch {
+	case s == nil:
 		return
-	} else if m != nil { // a member has its host's state (join), nil with the gate off
+	case m != nil: // a member has its host's state (see failed)
 		h = m.h
-	} else if s.active.Load() > 0 { // a read lock here, shared by every success, cost 4x under load
-		if v, ok := s.byName.Load(name); ok {
-			h = v.(*host)
-		}
+	case s.active.Load() > 0: // a read lock here, shared by every success, cost 4x under load
+		v, _ := s.byName.Load(name)
+		h, _ = v.(*host)
 	}
 	if h != nil {
 		h.answered(time.Now(), m, first, s.share, sent)
@@ -178,9 +173,9 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 	h.release(now)
 	switch {
 	case back: // every held retry looks whether a step of its found it down
-		h.nudgeWaiting()
+		h.nudgeHeld(now, false)
 	case news: // the first answer after a failure, or a longer one: the retries it puts in grace go, and the probe's pace is reset
-		h.nudgeInGrace(now)
+		h.nudgeHeld(now, true)
 		h.nudgeFirst(now)
 	}
 }
@@ -223,12 +218,11 @@ type attemptTime struct {
 
 // note adds an attempt's time to the average and the longest.
 func (a *attemptTime) note(took time.Duration) {
-	a.longest = max(a.longest, took)
-	if !a.timed {
-		a.avg, a.timed = took, true
-		return
+	if !a.timed { // the first is the average
+		a.avg = took
 	}
 	a.avg += (took - a.avg) / tookWeight
+	a.longest, a.timed = max(a.longest, took), true
 }
 
 // charges reports whether a retry into the host at now is charged to the
@@ -239,14 +233,13 @@ func (h *host) charges(now time.Time) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.asksBudget(h.provenDown(now)) || !h.down() && len(h.members) > 1
+	return h.asksBudget(now) || !h.down() && len(h.members) > 1
 }
 
 // asksBudget reports whether the budget is asked about retries into the
-// host, proven down or not; run does not count a new state's down start.
-// h.mu is held.
-func (h *host) asksBudget(proven bool) bool {
-	return proven && h.run >= downAfter && len(h.members) > 1
+// host at now; run does not count a new state's down start. h.mu is held.
+func (h *host) asksBudget(now time.Time) bool {
+	return h.provenDown(now) && h.run >= downAfter && len(h.members) > 1
 }
 
 // down: no answer in downAfter attempts, or none yet (a state starts down). h.mu is held.
@@ -276,7 +269,6 @@ func (s *hostSet) leave(m *member) {
 	i := slices.Index(h.members, m)
 	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
 	case 0:
-		delete(s.m, h.name)
 		s.byName.Delete(h.name)
 		s.active.Add(-1)
 	case 1:

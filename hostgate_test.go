@@ -195,11 +195,12 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 // proven yet, and goes with the line once the host answers; without the
 // Retry-After, the same failures hold no one.
 func TestGateHoldsARetryToldToWaitWhileDown(t *testing.T) {
-	for _, says := range []bool{true, false} {
+	for _, floor := range []time.Duration{time.Second, 0} {
+		says := floor > 0
 		s := newHostSet(1)
 		a, b := newMember(), newMember()
-		s.failed("h", a, failure{first: true, saysWait: says, at: at(0)})
-		s.failed("h", b, failure{first: true, saysWait: says, at: at(0)})
+		s.failed("h", a, failure{first: true, at: at(0), floor: floor})
+		s.failed("h", b, failure{first: true, at: at(0), floor: floor})
 		h := a.h
 		if holdAt(h, a, at(1000)) != says {
 			t.Fatalf("Retry-After %v: held %v", says, !says)
@@ -234,8 +235,8 @@ func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 
 func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 	s, ms := failing(3)
-	if s.active.Load() != 1 || len(s.m) != 1 {
-		t.Fatalf("active %d, map %d", s.active.Load(), len(s.m))
+	if s.active.Load() != 1 || len(s.snapshot()) != 1 {
+		t.Fatalf("active %d, map %d", s.active.Load(), len(s.snapshot()))
 	}
 	h := ms[0].h
 	held(h, ms[0], at(10_000)) // the line's probe
@@ -252,12 +253,12 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 	}
 	s.leave(ms[1])
 	s.leave(ms[2])
-	if s.active.Load() != 0 || len(s.m) != 0 {
-		t.Errorf("after every request left: active %d, map %d; want nothing kept", s.active.Load(), len(s.m))
+	if s.active.Load() != 0 || len(s.snapshot()) != 0 {
+		t.Errorf("after every request left: active %d, map %d; want nothing kept", s.active.Load(), len(s.snapshot()))
 	}
 	// A request to the host that never failed finds nothing to update.
 	s.answered("h", nil, true, time.Time{})
-	if len(s.m) != 0 {
+	if len(s.snapshot()) != 0 {
 		t.Error("an answer created state")
 	}
 }

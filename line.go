@@ -14,7 +14,6 @@ type member struct {
 	policy            Policy        // its request's, whose steps pace the line's probes
 	spent             int           // retries charged to the budget
 	paid              bool          // its next retry's token was taken when the budget was asked
-	saysWait          bool          // its latest failure came with a Retry-After
 	waiting, released bool          // held in line; let go by the line's credit
 	place                           // where it waits in line
 	askBudget         bool          // its retry goes between its steps into a host proven down: the budget is asked
@@ -52,7 +51,7 @@ func (m *member) nudge() {
 // skipTimes is what a held request's skipped step stands for, and what
 // its next step waits.
 type skipTimes struct {
-	took  time.Duration // an attempt of its own: none until one is timed, so that a step comes no later than plain backoff's
+	took  attemptTime   // an attempt of its own: none until one is timed, so that a step comes no later than plain backoff's
 	drain time.Duration // that attempt's drain
 	// fit is what its next step's attempt, and its drain, are fitted to
 	// the deadline with; until one of its own attempts is timed, that
@@ -61,14 +60,13 @@ type skipTimes struct {
 	// (see lastStep).
 	fit   time.Duration
 	floor time.Duration // the Retry-After its next step waits, while the host still says one
-	timed bool          // one of its attempts has been timed
 }
 
 // skipTime returns m's skipTimes.
 func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := skipTimes{took: m.took.avg, drain: m.drains.avg, fit: m.took.avg, timed: m.took.timed}
+	s := skipTimes{took: m.took, drain: m.drains.avg, fit: m.took.avg}
 	if !m.took.timed {
 		s.fit = times(m.untimed+1, h.took.longest)
 	}
@@ -108,20 +106,11 @@ func (h *host) firstWaiting(now time.Time) *member {
 	return nil
 }
 
-// nudgeWaiting nudges every retry held in line. h.mu is held.
-func (h *host) nudgeWaiting() {
+// nudgeHeld nudges every retry held in line, or, graceOnly, those its
+// grace lets go (see inGrace). h.mu is held.
+func (h *host) nudgeHeld(now time.Time, graceOnly bool) {
 	for _, m := range h.members {
-		if m.waiting {
-			m.nudge()
-		}
-	}
-}
-
-// nudgeInGrace nudges every retry held in line that its grace lets go
-// (see inGrace). h.mu is held.
-func (h *host) nudgeInGrace(now time.Time) {
-	for _, m := range h.members {
-		if m.waiting && h.inGrace(m, now) && h.mayGoBetween(m, now) {
+		if m.waiting && (!graceOnly || h.inGrace(m, now) && h.mayGoBetween(m, now)) {
 			m.nudge()
 		}
 	}
@@ -163,23 +152,18 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	if limited && !m.took.timed && !h.took.timed {
 		return false
 	}
+	others := h.saysWait // the latest failure of a request other than m came with a Retry-After
+	if h.lastFailed == m {
+		others = h.othersWait
+	}
 	down := h.provenDown(now)
-	singled := m.saysWait && !h.othersSayWait(m) // a Retry-After of its own named its time, the others' failures none
-	told := m.toldIn.Equal(h.outageStart)        // an outage the host has since answered out of told it nothing of this one
+	singled := m.floor > 0 && !others     // a Retry-After of its own named its time, the others' failures none
+	told := m.toldIn.Equal(h.outageStart) // an outage the host has since answered out of told it nothing of this one
 	if len(h.members) == 1 || singled || !down && !told {
 		m.askBudget = false // it goes at its own backoff's time, as plain backoff's would
 		return false
 	}
 	return true
-}
-
-// othersSayWait reports whether the latest failure of a request to the
-// host other than m came with a Retry-After. h.mu is held.
-func (h *host) othersSayWait(m *member) bool {
-	if h.lastFailed == m {
-		return h.othersWait
-	}
-	return h.saysWait
 }
 
 // enqueue puts the held m in line, at p; it does not block.
@@ -254,8 +238,7 @@ func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time
 	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {
 		return false, next // a failure that recent told what a probe would
 	}
-	m.waiting, m.askBudget, m.fromLine = false, h.asksBudget(h.provenDown(now)), true
-	h.probing = m
+	m.waiting, m.askBudget, m.fromLine, h.probing = false, h.asksBudget(now), true, m
 	return true, time.Time{}
 }
 

@@ -62,7 +62,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if r.m == nil { // its first failure: a copy of a Transport in use has its own storm control from here (see ownStorm)
 		r.st = t.ownStorm()
 	}
-	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, saysWait: hasFloor, at: now, sent: r.sent, floor: floor})
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, floor: floor})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		r.m.policy = policyFor(r.req.Context(), t.Policy)
 		r.pol = &r.m.policy
@@ -165,14 +165,14 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 		return 0, 0, StopCanceled // canceled during the drain: the caller's doing, whatever the limits say
 	}
 	if !r.m.until.IsZero() { // a held request's step, whose time is set, after the drain as before it
-		own, r.m.until, r.m.minWait = max(r.m.until.Sub(start), r.m.minWait), time.Time{}, 0
+		own, r.m.until = max(r.m.until.Sub(start), r.floor), time.Time{}
 	}
 	// The drain since plan may have taken up to drainTimeout: a wait that
 	// would now end past the deadline or MaxElapsed is still not started.
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	if r.m.inLine && !r.m.wasLeft { // held before: in line until its step, which the host's answers may bring forward
+	if r.m.inLine && r.m.stepDue.IsZero() { // held before: in line until its step, which the host's answers may bring forward
 		if went, stop := r.waitInLine(ctx, start.Add(own)); went || stop != StopNone {
 			return time.Since(start), 0, stop
 		}

@@ -163,11 +163,11 @@ func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
-// known), and whether it came with a Retry-After.
+// known), and the wait its Retry-After asked for (zero when none).
 type failure struct {
-	first, saysWait bool
-	at, sent        time.Time
-	floor           time.Duration // the Retry-After's wait
+	first    bool
+	at, sent time.Time
+	floor    time.Duration
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
@@ -202,7 +202,7 @@ func (st *stormState) timing() bool {
 
 // allows reports whether the budget lets m's retry start its wait at now:
 // with the host gate on, always, as the budget is asked only about the
-// line's probes (see budgetLets); with it off, as it has a retry left.
+// line's probes (see hold); with it off, as it has a retry left.
 func (st *stormState) allows(m *member, now time.Time) bool {
 	return m.h != nil || st.takes(m, now)
 }
@@ -253,19 +253,4 @@ func (st *stormState) end(m *member, answered bool) {
 	if refund > 0 {
 		st.budget.add(float64(refund), time.Now())
 	}
-}
-
-// holds reports whether m's retry, due at now, is held: the host gate is
-// on and says so (see host.ask).
-func (st *stormState) holds(m *member, limited bool, now time.Time) bool {
-	return st.hosts != nil && m.h.ask(m, limited, now)
-}
-
-// budgetLets reports whether the budget lets a held request's retry go at
-// now: it is asked only about the line's probe into a host proven down,
-// which plain backoff never sends; never about a retry at its own
-// backoff's time, nor one released to a host that answers, nor one let go
-// alone (rule 1).
-func (st *stormState) budgetLets(m *member, now time.Time) bool {
-	return !m.askBudget || st.takes(m, now)
 }

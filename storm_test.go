@@ -960,7 +960,7 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 			})
 		}
 		synctest.Wait() // both have failed once, and wait
-		h, budget := down.ownStorm().hosts.m["h"], down.ownStorm().budget
+		h, budget := down.ownStorm().hosts.snapshot()["h"], down.ownStorm().budget
 		budget.take(time.Now()) // short of a token: requests sent earn tokens, and are counted
 		healthy := *down
 		healthy.Base = roundTripFunc(func(*http.Request) (*http.Response, error) { return response(200, "ok"), nil })
@@ -1304,7 +1304,7 @@ func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
 	asks := func(m *member, now time.Time) bool {
 		m.h.mu.Lock()
 		defer m.h.mu.Unlock()
-		return m.h.asksBudget(m.h.provenDown(now))
+		return m.h.asksBudget(now)
 	}
 	empty := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
 	m, done := failed(empty, downAfter-1, true)

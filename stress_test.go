@@ -233,17 +233,17 @@ func stressRun(t *testing.T, seed uint64) {
 		}
 		st := (*stormState)(tr.stormPtr)
 		if st.hosts != nil {
-			st.hosts.mu.RLock()
-			if n := len(st.hosts.m); n != 0 {
+			st.hosts.mu.Lock()
+			if n := len(st.hosts.snapshot()); n != 0 {
 				var b strings.Builder
-				for name, h := range st.hosts.m {
+				for name, h := range st.hosts.snapshot() {
 					h.mu.Lock()
 					fmt.Fprintf(&b, " %s:%d members", name, len(h.members))
 					h.mu.Unlock()
 				}
 				t.Errorf("transport %d: %d hosts left in the map:%s", i, n, b.String())
 			}
-			st.hosts.mu.RUnlock()
+			st.hosts.mu.Unlock()
 		}
 	}
 	// the original's state, which the copy used before its first failure
@@ -330,8 +330,8 @@ func lostWakeups(trs []*Transport) (out []string) {
 		if st.hosts == nil {
 			continue
 		}
-		st.hosts.mu.RLock()
-		for name, h := range st.hosts.m {
+		st.hosts.mu.Lock()
+		for name, h := range st.hosts.snapshot() {
 			h.mu.Lock()
 			for j, m := range h.members {
 				tag := fmt.Sprintf("t%d %s member %d/%d at %v", i, name, j, len(h.members), now.Format("05.000000"))
@@ -365,7 +365,7 @@ func lostWakeups(trs []*Transport) (out []string) {
 			}
 			h.mu.Unlock()
 		}
-		st.hosts.mu.RUnlock()
+		st.hosts.mu.Unlock()
 	}
 	return out
 }
