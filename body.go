@@ -382,16 +382,12 @@ type onceBody struct {
 	closed atomic.Bool
 }
 
-// Close closes the caller's body on the first call only; its error stops
-// the call as a kept body's does (see StopInvalid).
+// Close closes the caller's body on the first call only.
 func (b *onceBody) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	if err := b.orig.Close(); err != nil {
-		return &bodyCloseError{err}
-	}
-	return nil
+	return b.orig.Close()
 }
 
 // discard drains a response that will not be returned, at most drainLimit

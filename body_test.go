@@ -3,6 +3,7 @@ package httpretry
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -1246,26 +1247,46 @@ func TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
 	}
 }
 
-// TestOverLimitBodyCloseErrorStopsWithStopInvalid: a body of exactly
-// MaxBufferedBody bytes whose Close fails stops with StopInvalid; one byte
-// more (read ahead in part, then streamed) failed the same way through
-// net/http's HTTP/1 transport, but stopped with StopNotRetryable, the
-// reason flipping at the limit (a review's find).
-func TestOverLimitBodyCloseErrorStopsWithStopInvalid(t *testing.T) {
+// TestBodyCloseErrorReasonKeptOrStreamed: a body whose Close fails stops
+// the call with StopInvalid when it was read ahead and kept; one that
+// streams stops it as any error of Base does, whether it was read ahead in
+// part (no length), declared over MaxBufferedBody or MaxBufferedBody is
+// negative. A review found the reason flipping at the limit, then a
+// second one found the first fix (StopInvalid for a body read ahead in
+// part) made it flip between streamed bodies instead: the line now runs
+// where the docs draw every other, between kept and streamed.
+func TestBodyCloseErrorReasonKeptOrStreamed(t *testing.T) {
 	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
-	for _, limit := range []int64{7, 6} { // "payload" is 7 bytes: at the limit, and one over
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
-		body := &closeFailingBody{Reader: strings.NewReader("payload")}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
-		resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait, MaxBufferedBody: limit}).RoundTrip(req)
-		cancel()
-		if err == nil {
-			resp.Body.Close()
-			t.Fatalf("limit %d: the body's Close error was dropped", limit)
-		}
-		var e *Error
-		if !errors.As(err, &e) || e.Reason != StopInvalid || !errors.Is(err, errCloseFailed) {
-			t.Errorf("limit %d: err %v; want StopInvalid wrapping the body's Close error", limit, err)
-		}
+	for _, c := range []struct {
+		limit, declared int64
+		closeErr        error
+		want            StopReason
+	}{
+		{7, 0, nil, StopInvalid}, // kept: "payload" is 7 bytes
+		{7, 7, nil, StopInvalid},
+		{7, 0, io.ErrUnexpectedEOF, StopInvalid},
+		{6, 0, nil, StopNotRetryable}, // read ahead in part, then streamed
+		{6, 0, io.ErrUnexpectedEOF, StopBodyTooLarge},
+		{6, 7, nil, StopNotRetryable}, // declared over the limit: the caller's own
+		{-1, 0, nil, StopNotRetryable},
+		{6, 7, io.ErrUnexpectedEOF, StopBodyTooLarge},
+	} {
+		t.Run(fmt.Sprintf("limit %d declared %d err %v", c.limit, c.declared, c.closeErr), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
+			defer cancel()
+			body := &closeFailingBody{Reader: strings.NewReader("payload"), err: c.closeErr}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+			req.ContentLength = c.declared
+			resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait, MaxBufferedBody: c.limit}).RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("the body's Close error was dropped")
+			}
+			want := cmp.Or(c.closeErr, errCloseFailed)
+			var e *Error
+			if !errors.As(err, &e) || e.Reason != c.want || !errors.Is(err, want) {
+				t.Errorf("err %v; want %v wrapping the body's Close error", err, c.want)
+			}
+		})
 	}
 }

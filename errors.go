@@ -78,13 +78,15 @@ const (
 	// StopInvalid: the request could not be sent at all (nil request or URL,
 	// a body whose read ahead failed, a truncated stream's
 	// io.ErrUnexpectedEOF included: nothing is sent). A body read ahead
-	// whose Close fails is sent, and every attempt's body's Close returns
-	// that error, which Base fails the attempt with or not, as it would
-	// the caller's body's (net/http's HTTP/1 transport does); an attempt
-	// failed by it is not retried, and stops with StopInvalid, as does one
-	// whose body, over MaxBufferedBody, streams. A body read at its
-	// offsets (see Transport.MaxBufferedBody) is closed only once the call
-	// has ended, and its Close error is dropped.
+	// and kept whose Close fails is sent, and every attempt's body's Close
+	// returns that error, which Base fails the attempt with or not, as it
+	// would the caller's body's (net/http's HTTP/1 transport does); an
+	// attempt failed by it is not retried, and stops with StopInvalid. A
+	// body that streams (over MaxBufferedBody, or with MaxBufferedBody
+	// negative) is sent once, and its Close error stops the call as any
+	// error of Base does (StopNotRetryable, or StopBodyTooLarge when the
+	// classifier retries it); one read at its offsets is closed only once
+	// the call has ended, and its Close error is dropped.
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
 	// Transport.Storm) had no retry left. Only with StormControl.NoHostGate:

@@ -314,8 +314,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // replayStop says why the request may not be sent again after err, or
-// StopNone. A method that may not be replayed comes first: a shorter body
-// would not make it so.
+// StopNone. The caller's body's Close error comes first (see StopInvalid),
+// then a method that may not be replayed: a shorter body would not make
+// it so.
 func (t *Transport) replayStop(req *http.Request, body *requestBody, err error) StopReason {
 	switch {
 	case err != nil && errors.As(err, new(*bodyCloseError)):
