@@ -83,10 +83,13 @@ const (
 	// would the caller's body's (net/http's HTTP/1 transport does); an
 	// attempt failed by it is not retried, and stops with StopInvalid. A
 	// body that streams (over MaxBufferedBody, or with MaxBufferedBody
-	// negative) is sent once, and its Close error stops the call as any
-	// error of Base does (StopNotRetryable, or StopBodyTooLarge when the
-	// classifier retries it); one read at its offsets is closed only once
-	// the call has ended, and its Close error is dropped.
+	// negative) is sent once; when Base fails the attempt with its Close
+	// error (net/http's HTTP/1 transport does, its HTTP/2 transport does
+	// not), the call stops as on any error of Base: StopNotRetryable, or,
+	// when the classifier retries the error, the reason the retry is
+	// refused (StopNotReplayable for a method that may not be replayed,
+	// StopBodyTooLarge otherwise). A body read at its offsets is closed
+	// only once the call has ended, and its Close error is dropped.
 	StopInvalid
 	// StopBudget: the retry budget (StormControl.Budget, set through
 	// Transport.Storm) had no retry left. Only with StormControl.NoHostGate:

@@ -29,8 +29,9 @@ const DefaultReleaseShare = 0.25
 // attempt that failed. Between steps it waits in the host's line, which
 // the host's answers empty, oldest first, at a pace that grows with
 // answers and halves on failures, as TCP's window (see ReleaseShare);
-// while no fresh requests reach the host, the oldest probes it at its own
-// backoff's pace, or a Retry-After's if sooner.
+// while no fresh requests reach the host, the line probes it, one held
+// retry at a time, the oldest, spaced as a backoff over the probes failed
+// in a row, or by a Retry-After if sooner.
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the
