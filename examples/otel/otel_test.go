@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -131,4 +136,41 @@ func hasAttr(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
 		}
 	}
 	return false
+}
+
+// TestTrailersAndRequestThroughEachStack: through each stack, after a 503
+// and a retry, the caller's response carries the trailer the server sent
+// without announcing it, as plain net/http's does; with httpretry
+// outermost it also names the caller's request, though otelhttp as Base
+// sends a clone of each attempt, whose response httpretry gives back as a
+// copy (otelhttp outermost names its own clone, as it does over plain
+// net/http).
+func TestTrailersAndRequestThroughEachStack(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "items")
+		w.(http.Flusher).Flush()                         // chunked, so that a trailer can follow
+		w.Header().Set(http.TrailerPrefix+"X-Sum", "42") // not announced
+	}))
+	defer srv.Close()
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	for i, s := range stacks {
+		outermost := i == 1 // perAttempt
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		resp, err := s.build(srv.Client().Transport, tp).RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "items" || resp.Trailer.Get("X-Sum") != "42" || outermost && resp.Request != req {
+			t.Errorf("%s: body %q, trailer X-Sum %q, names the caller's request %v; want \"items\", \"42\" (and the caller's request with httpretry outermost)",
+				s.name, body, resp.Trailer.Get("X-Sum"), resp.Request == req)
+		}
+	}
 }
