@@ -73,23 +73,11 @@ type host struct {
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
 
-// failed records f, a retryable failure of m's request to the named host.
-// On the first, m joins the host's retrying requests, creating its state,
-// down from the start so that a burst's first failures are held at once.
+// failed records f, a retryable failure of m's request to the named host,
+// m joining its retrying requests on the first.
 func (s *hostSet) failed(name string, m *member, f failure) {
 	if m.h == nil {
-		s.mu.Lock()
-		v, ok := s.byName.Load(name)
-		if !ok {
-			v = &host{name: name, share: s.share, releasedSinceHalved: true, outageStart: f.at}
-			s.byName.Store(name, v)
-			s.active.Add(1)
-		}
-		m.h = v.(*host)
-		m.h.mu.Lock()
-		m.h.members = append(m.h.members, m)
-		m.h.mu.Unlock()
-		s.mu.Unlock()
+		s.join(name, m, f.at)
 	}
 	h := m.h
 	h.mu.Lock()
@@ -125,6 +113,23 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.share, h.releasedSinceHalved = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
 	}
+}
+
+// join adds m to the named host's retrying requests, creating its state,
+// down from the start so that a burst's first failures are held at once.
+func (s *hostSet) join(name string, m *member, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.byName.Load(name)
+	if !ok {
+		v = &host{name: name, share: s.share, releasedSinceHalved: true, outageStart: at}
+		s.byName.Store(name, v)
+		s.active.Add(1)
+	}
+	m.h = v.(*host)
+	m.h.mu.Lock()
+	m.h.members = append(m.h.members, m)
+	m.h.mu.Unlock()
 }
 
 // answered records that the named host answered a request (m is nil when
