@@ -1231,9 +1231,11 @@ func TestBodyWhoseCloseFailedReachesTheServerAsWithNetHTTP(t *testing.T) {
 // fails it with the Close error (a review's find).
 func TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
 	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
+	defer cancel()
 	send := func(rt http.RoundTripper) error {
 		body := &closeFailingBody{Reader: strings.NewReader("")}
-		req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
 		resp, err := rt.RoundTrip(req)
 		if err == nil {
 			resp.Body.Close()
@@ -1241,7 +1243,7 @@ func TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
 		return err
 	}
 	plainErr := send(srv.Client().Transport)
-	err := send(&Transport{Base: srv.Client().Transport})
+	err := send(&Transport{Base: srv.Client().Transport, Policy: noWait})
 	if (err == nil) != (plainErr == nil) || (err != nil && !errors.Is(err, errCloseFailed)) {
 		t.Errorf("through httpretry: %v; plain net/http: %v; want the same outcome", err, plainErr)
 	}
@@ -1256,26 +1258,32 @@ func TestEmptyBodyWhoseCloseFailsFaresAsWithNetHTTP(t *testing.T) {
 // part) made it flip between streamed bodies instead: the line now runs
 // where the docs draw every other, between kept and streamed.
 func TestBodyCloseErrorReasonKeptOrStreamed(t *testing.T) {
-	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done() // no answer to race the body's Close error: the client closes the connection for it
+	}))
 	for _, c := range []struct {
+		method          string
 		limit, declared int64
 		closeErr        error
 		want            StopReason
 	}{
-		{7, 0, nil, StopInvalid}, // kept: "payload" is 7 bytes
-		{7, 7, nil, StopInvalid},
-		{7, 0, io.ErrUnexpectedEOF, StopInvalid},
-		{6, 0, nil, StopNotRetryable}, // read ahead in part, then streamed
-		{6, 0, io.ErrUnexpectedEOF, StopBodyTooLarge},
-		{6, 7, nil, StopNotRetryable}, // declared over the limit: the caller's own
-		{-1, 0, nil, StopNotRetryable},
-		{6, 7, io.ErrUnexpectedEOF, StopBodyTooLarge},
+		{"PUT", 7, 0, nil, StopInvalid}, // kept: "payload" is 7 bytes
+		{"PUT", 7, 7, nil, StopInvalid},
+		{"PUT", 7, 0, io.ErrUnexpectedEOF, StopInvalid},
+		{"POST", 7, 0, io.ErrUnexpectedEOF, StopInvalid}, // the body's error, before the method's
+		{"PUT", 6, 0, nil, StopNotRetryable},             // read ahead in part, then streamed
+		{"PUT", 6, 0, io.ErrUnexpectedEOF, StopBodyTooLarge},
+		{"POST", 6, 0, io.ErrUnexpectedEOF, StopNotReplayable},
+		{"PUT", 6, 7, nil, StopNotRetryable}, // declared over the limit: the caller's own
+		{"PUT", -1, 0, nil, StopNotRetryable},
+		{"PUT", 6, 7, io.ErrUnexpectedEOF, StopBodyTooLarge},
 	} {
-		t.Run(fmt.Sprintf("limit %d declared %d err %v", c.limit, c.declared, c.closeErr), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
+		t.Run(fmt.Sprintf("%s limit %d declared %d err %v", c.method, c.limit, c.declared, c.closeErr), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard: a dropped Close error would leave the handler waiting
 			defer cancel()
 			body := &closeFailingBody{Reader: strings.NewReader("payload"), err: c.closeErr}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+			req, _ := http.NewRequestWithContext(ctx, c.method, srv.URL, body)
 			req.ContentLength = c.declared
 			resp, err := (&Transport{Base: srv.Client().Transport, Policy: noWait, MaxBufferedBody: c.limit}).RoundTrip(req)
 			if err == nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -194,35 +193,6 @@ func TestStreamedBodyCloseErrorStopsAsBasesError(t *testing.T) {
 				t.Errorf("HTTP/1: %v; want StopNotRetryable wrapping the body's Close error", err)
 			}
 		})
-	}
-}
-
-// README: a Set-Cookie on a 503 that was retried does not reach the jar.
-func TestSetCookieOfARetried503DoesNotReachTheJar(t *testing.T) {
-	n := 0
-	tr := &Transport{Policy: noWait, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		n++
-		resp := response(503, "")
-		if n == 1 {
-			resp.Header.Set("Set-Cookie", "a=1")
-		} else {
-			resp = response(200, "")
-		}
-		resp.Request = r
-		return resp, nil
-	})}
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Transport: tr, Jar: jar}
-	resp, err := c.Get("http://x.example/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.Request == nil || resp.Request.URL.String() != "http://x.example/" {
-		t.Errorf("resp.Request %v", resp.Request)
-	}
-	if got := jar.Cookies(resp.Request.URL); len(got) != 0 {
-		t.Errorf("cookies %v reached the jar", got)
 	}
 }
 

@@ -37,7 +37,7 @@ const (
 type hostSet struct {
 	share  float64 // ReleaseShare
 	active atomic.Int32
-	mu     sync.Mutex // serializes joining (see failed) and leaving
+	mu     sync.Mutex // serializes joining (see join) and leaving
 	byName sync.Map   // of *host, for answered to find without a lock
 }
 

@@ -1,9 +1,11 @@
 package httpretry
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestTrailersReachTheCallerWhenBaseClones: the response to a clone Base
@@ -23,8 +25,10 @@ func TestTrailersReachTheCallerWhenBaseClones(t *testing.T) {
 			cloning := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				return inner.RoundTrip(r.Clone(r.Context()))
 			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
+			defer cancel()
 			get := func(rt http.RoundTripper) (trailer string, named bool) {
-				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 				resp, err := rt.RoundTrip(req)
 				if err != nil {
 					t.Fatal(err)

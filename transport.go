@@ -168,9 +168,10 @@ type Transport struct {
 	// every view; a call never retried sends it as it is. A body kept is
 	// sent with its length as Content-Length, not chunked, unless the
 	// request has a Trailer, which only a chunked body carries, or the
-	// body's Close failed (see StopInvalid), whose length stays unknown, as
-	// net/http sends it. The body of a request whose Policy allows no
-	// retries (see WithoutRetries) is not read ahead at all. Zero means
+	// body's Close failed (see StopInvalid) and the request declares no
+	// length: it is then sent chunked, as net/http sends it. The body of a
+	// request whose Policy allows no retries (see WithoutRetries) is not
+	// read ahead at all. Zero means
 	// DefaultMaxBufferedBody; negative means no body is buffered, so only
 	// requests without a body, with GetBody or with a body read at its
 	// offsets are retried: set it for bodies that must stream as they are

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -159,9 +160,11 @@ func TestTrailersAndRequestThroughEachStack(t *testing.T) {
 	defer srv.Close()
 	tp := sdktrace.NewTracerProvider()
 	defer tp.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard, never reached
+	defer cancel()
 	for i, s := range stacks {
 		outermost := i == 1 // perAttempt
-		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		resp, err := s.build(srv.Client().Transport, tp).RoundTrip(req)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
