@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 )
 
@@ -442,73 +443,80 @@ func TestFaultCloseMidBody(t *testing.T) {
 }
 
 // TestFaultSlowHeaders: headers slower than AttemptTimeout fail the attempt
-// and are retried; a slow body after prompt headers is not cut.
+// and are retried; a slow body after prompt headers is not cut. In virtual
+// time, over net/http's client and server on an in-memory network.
 func TestFaultSlowHeaders(t *testing.T) {
-	relNoLeaks(t)
-	var slow atomic.Int32 // requests to hold back
-	var reqs atomic.Int32
-	var handlers sync.WaitGroup
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handlers.Add(1)
-		defer handlers.Done()
-		reqs.Add(1)
-		if slow.Add(-1) >= 0 {
-			select {
-			case <-time.After(2 * time.Second):
-			case <-r.Context().Done():
-				return
+	synctest.Test(t, func(t *testing.T) {
+		var slow atomic.Int32 // requests to hold back
+		var reqs atomic.Int32
+		n, base := startPipeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reqs.Add(1)
+			if slow.Add(-1) >= 0 {
+				select {
+				case <-time.After(2 * time.Second): // virtual
+				case <-r.Context().Done():
+					return
+				}
 			}
+			if r.URL.Path == "/slowbody" {
+				w.WriteHeader(200)
+				w.(http.Flusher).Flush()
+				select { // virtual: three times the attempt timeout
+				case <-time.After(150 * time.Millisecond):
+				case <-r.Context().Done(): // the client cut the body
+					return
+				}
+			}
+			io.WriteString(w, "done")
+		}))
+		tr := &Transport{
+			Base:           base,
+			AttemptTimeout: 50 * time.Millisecond,
+			Policy:         Policy{MaxRetries: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, Jitter: JitterNone},
 		}
-		if r.URL.Path == "/slowbody" {
-			w.WriteHeader(200)
-			w.(http.Flusher).Flush()
-			time.Sleep(150 * time.Millisecond)
+		reasons := relReasons(tr)
+		const url = "http://slow.test"
+
+		slow.Store(1)
+		start := time.Now()
+		resp, err := relDo(t, tr, "GET", url, nil)
+		relReadOK(t, resp, err, "done")
+		if got := reasons(); len(got) != 1 || got[0] != "attempt timeout" {
+			t.Errorf("retry reasons %q, want one attempt timeout", got)
 		}
-		io.WriteString(w, "done")
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("took %v: the slow attempt was not cut at its timeout", d)
+		}
+
+		slow.Store(100)
+		reqs.Store(0)
+		tr.Policy.MaxRetries = 2
+		_, err = relDo(t, tr, "GET", url, nil)
+		var e *Error
+		if !errors.As(err, &e) || e.Attempts != 3 || e.Reason != StopExhausted || !errors.Is(err, ErrAttemptTimeout) {
+			t.Fatalf("all slow: %v; want exhaustion after 3 attempts wrapping ErrAttemptTimeout", err)
+		}
+		if n := strings.Count(err.Error(), ErrAttemptTimeout.Error()); n != 1 {
+			t.Errorf("%q says %q %d times", err, ErrAttemptTimeout, n)
+		}
+		if reqs.Load() != 3 {
+			t.Errorf("server saw %d requests, want 3", reqs.Load())
+		}
+
+		slow.Store(0)
+		start = time.Now()
+		resp, err = relDo(t, tr, "GET", url+"/slowbody", nil)
+		relReadOK(t, resp, err, "done")
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("the slow body came in %v, before the server wrote it", d)
+		}
+
+		base.CloseIdleConnections()
+		synctest.Wait()
+		if open := n.open.Load(); open != 0 {
+			t.Errorf("%d server connections still open", open)
+		}
 	})
-	ln := relListen(t, "127.0.0.1:0")
-	srv := httptest.NewUnstartedServer(h)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	defer srv.Close()
-
-	tr, base := relClient()
-	tr.AttemptTimeout = 50 * time.Millisecond
-	reasons := relReasons(tr)
-
-	slow.Store(1)
-	start := time.Now()
-	resp, err := relDo(t, tr, "GET", srv.URL, nil)
-	relReadOK(t, resp, err, "done")
-	if got := reasons(); len(got) != 1 || got[0] != "attempt timeout" {
-		t.Errorf("retry reasons %q, want one attempt timeout", got)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("took %v: the slow attempt was not cut at its timeout", d)
-	}
-
-	slow.Store(100)
-	reqs.Store(0)
-	tr.Policy.MaxRetries = 2
-	_, err = relDo(t, tr, "GET", srv.URL, nil)
-	var e *Error
-	if !errors.As(err, &e) || e.Attempts != 3 || e.Reason != StopExhausted || !errors.Is(err, ErrAttemptTimeout) {
-		t.Fatalf("all slow: %v; want exhaustion after 3 attempts wrapping ErrAttemptTimeout", err)
-	}
-	if n := strings.Count(err.Error(), ErrAttemptTimeout.Error()); n != 1 {
-		t.Errorf("%q says %q %d times", err, ErrAttemptTimeout, n)
-	}
-	if reqs.Load() != 3 {
-		t.Errorf("server saw %d requests, want 3", reqs.Load())
-	}
-
-	slow.Store(0)
-	resp, err = relDo(t, tr, "GET", srv.URL+"/slowbody", nil)
-	relReadOK(t, resp, err, "done")
-
-	handlers.Wait()
-	relWaitConns(t, ln, base)
 }
 
 // TestFaultServerIgnoresBody: a server that answers 503 without reading a
@@ -896,6 +904,7 @@ func TestFaultHTTP2RefusedStream(t *testing.T) {
 	// POST without a key gets none, as net/http would not replay it after
 	// other resets; net/http gives it an error of no type, which the
 	// Transport recognizes as never sent and retries itself.
+	headersIn := make(chan struct{}) // the client has the fifth stream's response
 	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
 		switch n {
 		case 1, 3:
@@ -905,11 +914,13 @@ func TestFaultHTTP2RefusedStream(t *testing.T) {
 				relH2Write(w, relH2Data, 0, stream, []byte("par")) != nil {
 				return false
 			}
-			time.Sleep(10 * time.Millisecond) // real: the server's pause on loopback
+			<-headersIn // a reset before RoundTrip took the headers would fail RoundTrip instead
 			return relH2Write(w, relH2Rst, 0, stream, relU32s(h2RefusedStream)) == nil
 		}
 		return relH2Respond(w, stream, "h2 ok") == nil
 	})
+	var headersOnce sync.Once
+	t.Cleanup(func() { headersOnce.Do(func() { close(headersIn) }) }) // before the server's cleanup, registered earlier, waits for it
 	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
 	reasons := relReasons(tr)
 	resp, err := relDo(t, tr, "PUT", srv.url, io.NopCloser(strings.NewReader("buffered")))
@@ -929,6 +940,7 @@ func TestFaultHTTP2RefusedStream(t *testing.T) {
 	// The real net/http stream error, read from a body: httpretry's
 	// classifier recognizes it as REFUSED_STREAM, never sent.
 	resp, err = relDo(t, tr, "GET", srv.url, nil)
+	headersOnce.Do(func() { close(headersIn) })
 	if err != nil {
 		t.Fatal(err)
 	}
