@@ -11,7 +11,8 @@ import (
 // for the next, which the line may let it go before; its last step always
 // goes. It reports whether the retry was held, or why it is not sent: the
 // deadline reached (StopHostGate), or ctx canceled; MaxElapsed is never
-// reached in a hold, as the step before it is the last and goes.
+// reached in a hold, as the step before it is the last and goes. A retry
+// that goes at its first look was not held, however long the look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
 	cur := heldStep{from: earlierOf(due, m.stepDue)} // a step a retry between steps left comes when it was to, however late that retry is back
@@ -32,7 +33,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
 	// dead host gets 4.4 attempts per call for it, against 3.6 (plain
 	// backoff 6).
-	for {
+	for waited := false; ; waited = true {
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
 		if atStep { // whether it is the last is known only now, the host's Retry-After timing the next
@@ -49,7 +50,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 				m.extra, m.left = m.extra+1, cur
 			}
 			m.inLine = true
-			return now.After(due), StopNone
+			return waited, StopNone
 		case send:
 			m.h.refused(m, now) // the line's probe waits for a token, in line
 			continue
