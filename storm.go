@@ -36,8 +36,8 @@ const DefaultReleaseShare = 0.25
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the
 // time it takes to learn that the host is back; none goes before a
-// Retry-After it was told ends, and one the server singled out with a
-// Retry-After of its own is not held; a hold that the deadline reaches
+// Retry-After it was told ends, and one the server singled out (told a
+// Retry-After while the others' latest failures named none) is not held; a hold that the deadline reaches
 // returns the last outcome (see Error for a body that could not be kept)
 // with StopHostGate. "No later" has three measured exceptions: failures
 // of which only some carry a Retry-After, or which name different waits;
