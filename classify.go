@@ -42,7 +42,11 @@ var defaultRetryableStatuses = [...]int{
 // the request was wrong: connection refused or reset (also seen as a
 // broken pipe, or a connection closed while sending), no route to the
 // host or its network, a connection or
-// network timeout, EOF before a response (also net/http's "server closed
+// network timeout (also an HTTP/2 connection whose health check ping
+// went unanswered, "http2: client connection lost"), a name lookup that
+// timed out or that the resolver says failed temporarily (a SERVFAIL, a
+// resolver not reached, EAI_AGAIN; not a name that does not exist), EOF
+// before a response (also net/http's "server closed
 // idle connection" and HTTP/2's "client conn could not be established"
 // for a new connection the server closed before any request), HTTP/2
 // GOAWAY (also the error
@@ -100,18 +104,23 @@ func classifyError(err error) (bool, string) {
 		return true, "http2 stream refused"
 	case isGoAway(err), isGoAwayUnprocessed(err), goAwayNotReplayed(err):
 		return true, "http2 GOAWAY"
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, wsaECONNREFUSED):
 		return true, "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, wsaECONNRESET), errors.Is(err, wsaECONNABORTED):
 		return true, "connection reset"
 	case errors.Is(err, syscall.EPIPE):
 		return true, "broken pipe" // a reset, seen by the request's writer
 	case errors.Is(err, net.ErrClosed):
 		return true, "connection closed while sending" // a reset, seen by the reader, which closed the connection under the writer
-	case errors.Is(err, syscall.ETIMEDOUT):
+	case errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, wsaETIMEDOUT):
 		return true, "connection timed out"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+	case isPlainError(err, h2ConnLost):
+		return true, "connection lost" // its health check's ping went unanswered: a connection timeout
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.Is(err, wsaEHOSTUNREACH), errors.Is(err, wsaENETUNREACH):
 		return true, "host unreachable" // a host down or a route lost: as passing as a refused connection
+	case isTemporaryLookup(err):
+		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
 	case closedBeforeRequest(err):
 		// The same server closing a new connection as the EOF below,
 		// seen first by another of net/http's goroutines.
@@ -125,6 +134,30 @@ func classifyError(err error) (bool, string) {
 		return true, "network timeout"
 	}
 	return false, ""
+}
+
+// Winsock's numbers for the errors above: on Windows the network returns
+// these, never syscall.ECONNREFUSED and its kin, which there are numbers
+// of Go's own that no call returns (and syscall.Errno.Is does not bridge
+// the two). No other system has an errno this high, so they are looked
+// for everywhere.
+const (
+	wsaENETUNREACH  syscall.Errno = 10051
+	wsaECONNABORTED syscall.Errno = 10053 // a reset, as Windows reports one to the side that was sending
+	wsaECONNRESET   syscall.Errno = 10054
+	wsaETIMEDOUT    syscall.Errno = 10060
+	wsaECONNREFUSED syscall.Errno = 10061
+	wsaEHOSTUNREACH syscall.Errno = 10065
+)
+
+// isTemporaryLookup reports a DNS lookup that failed for a reason the
+// resolver calls temporary: a SERVFAIL (what a recursive resolver answers
+// when its own upstream timed out), a resolver that could not be reached,
+// the system resolver's EAI_AGAIN. A name that does not exist
+// (IsNotFound) is not one; a lookup that timed out is isTimeout's.
+func isTemporaryLookup(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && dns.IsTemporary && !dns.IsTimeout && !dns.IsNotFound
 }
 
 // neverSent reports whether err proves the request never reached the server,
@@ -152,7 +185,7 @@ func neverSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, wsaECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
 		refusedNotReplayed(err) || goAwayNotReplayed(err)
 }
 
@@ -263,6 +296,13 @@ const serverClosedIdle = "http: server closed idle connection"
 // closed before its first stream was opened (its
 // errClientConnNotEstablished): no request was sent on it.
 const h2NotEstablished = "http2: client conn could not be established"
+
+// h2ConnLost is net/http's HTTP/2 error for the streams of a connection
+// whose health check ping went unanswered (HTTP2Config.SendPingTimeout,
+// x/net's ReadIdleTimeout), which it does not retry itself: the
+// connection died under the request (matched by message: see
+// isGoAwayUnprocessed).
+const h2ConnLost = "http2: client connection lost"
 
 // closedBeforeRequest reports either error (matched by message: see
 // isGoAwayUnprocessed).

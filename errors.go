@@ -26,6 +26,11 @@ func (attemptTimeout) Error() string { return "httpretry: attempt timed out" }
 // Timeout reports true: an attempt timed out.
 func (attemptTimeout) Timeout() bool { return true }
 
+// Temporary reports true, as context.DeadlineExceeded's does: with
+// Timeout, it makes ErrAttemptTimeout a net.Error, so that errors.As to a
+// net.Error finds it.
+func (attemptTimeout) Temporary() bool { return true }
+
 // errNilResponse reports a base RoundTripper that broke its contract by
 // returning neither a response nor an error.
 var errNilResponse = errors.New("base RoundTripper returned a nil response and a nil error")

@@ -65,6 +65,9 @@ func (e RetryEvent) LogValue() slog.Value {
 		u := *r.URL
 		if u.Opaque != "" { // a request-URI sent as it is, which carries its own query, and may a user
 			if p, err := url.Parse(u.Scheme + ":" + u.Opaque); err == nil {
+				if p.Host == "" && p.User == nil && p.OmitHost { // a path alone: the request went to URL.Host
+					p.Host, p.OmitHost = u.Host, false
+				}
 				u = *p
 			} else {
 				u.Opaque = ""

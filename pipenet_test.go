@@ -18,13 +18,19 @@ type pipeNet struct {
 	conns     chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
-	open      atomic.Int64 // server connections accepted and not yet closed
+	open      atomic.Int64            // server connections accepted and not yet closed
+	wrap      func(net.Conn) net.Conn // if set, wraps the server's end of each connection
+}
+
+// newPipeNet returns a pipe network with no connection yet.
+func newPipeNet() *pipeNet {
+	return &pipeNet{conns: make(chan net.Conn), closed: make(chan struct{})}
 }
 
 // startPipeServer serves h on a pipeNet and returns a base transport that
 // dials it; both are closed when t ends. Call it inside the bubble.
 func startPipeServer(t *testing.T, h http.Handler) (*pipeNet, *http.Transport) {
-	n := &pipeNet{conns: make(chan net.Conn), closed: make(chan struct{})}
+	n := newPipeNet()
 	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
 		switch s {
 		case http.StateNew:
@@ -46,6 +52,9 @@ func startPipeServer(t *testing.T, h http.Handler) (*pipeNet, *http.Transport) {
 // dial connects to the server's end of a new pipe.
 func (n *pipeNet) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	client, server := net.Pipe()
+	if n.wrap != nil {
+		server = n.wrap(server)
+	}
 	select {
 	case n.conns <- server:
 		return client, nil

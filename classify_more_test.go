@@ -1,0 +1,277 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestWinsockConnectionErrorsAreRetried: on Windows the network returns
+// Winsock's error numbers (WSAECONNREFUSED 10061, WSAECONNRESET 10054, ...),
+// never syscall.ECONNREFUSED and its kin, which there are values of Go's
+// own (APPLICATION_ERROR + n) that no call returns, and syscall.Errno.Is
+// does not bridge the two. The errors below are shaped as Windows' net
+// package returns them; each is a connection failure the README says is
+// retried, and a refused connection proves the request never left.
+func TestWinsockConnectionErrorsAreRetried(t *testing.T) {
+	winsock := func(op, call string, errno uintptr) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(call, syscall.Errno(errno))}
+	}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		neverSent bool
+	}{
+		{"WSAECONNREFUSED", winsock("dial", "connectex", 10061), true},
+		{"WSAECONNRESET on read", winsock("read", "wsarecv", 10054), false},
+		{"WSAECONNRESET on write", winsock("write", "wsasend", 10054), false},
+		{"WSAECONNABORTED", winsock("read", "wsarecv", 10053), false},
+		{"WSAETIMEDOUT", winsock("read", "wsarecv", 10060), false},
+		{"WSAEHOSTUNREACH", winsock("dial", "connectex", 10065), true},
+		{"WSAENETUNREACH", winsock("dial", "connectex", 10051), true},
+	} {
+		if retry, reason := classifyError(tc.err); !retry || reason == "" {
+			t.Errorf("%s: retry %v (%q); want retried as the connection failure it is", tc.name, retry, reason)
+		}
+		if got := neverSent(tc.err); got != tc.neverSent {
+			t.Errorf("%s: neverSent %v, want %v", tc.name, got, tc.neverSent)
+		}
+	}
+	// Through the Transport: a keyless POST refused on Windows is retried,
+	// as it is on Linux.
+	base := newScripted(fail(winsock("dial", "connectex", 10061)), status(200))
+	tr := &Transport{Base: base, Policy: noWait}
+	resp, err := tr.RoundTrip(httptest.NewRequest("POST", "http://h/", strings.NewReader("x")))
+	if err != nil || resp.StatusCode != 200 || base.calls() != 2 {
+		t.Fatalf("after %d attempts: %v; want the retry's 200", base.calls(), err)
+	}
+	resp.Body.Close()
+}
+
+// deafConn is a server's end that, once deaf, reads and drops everything:
+// a peer gone silent (a NAT that dropped the flow, a host that froze).
+type deafConn struct {
+	net.Conn
+	deaf atomic.Bool
+}
+
+func (c *deafConn) Read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if err != nil || !c.deaf.Load() {
+			return n, err
+		}
+	}
+}
+
+type deafConnKey struct{}
+
+// TestHTTP2ConnectionLostToPingsIsRetried: net/http's HTTP/2 transport
+// with health-check pings (HTTP2Config.SendPingTimeout, x/net's
+// ReadIdleTimeout) fails the streams of a connection whose ping goes
+// unanswered with "http2: client connection lost", an errors.New, and does
+// not retry them itself. The connection died under the request: a
+// connection timeout, which the README says is retried. A GET that met it
+// was returned as final (StopNotRetryable).
+func TestHTTP2ConnectionLostToPingsIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPipeNet()
+		n.wrap = func(c net.Conn) net.Conn { return &deafConn{Conn: c} }
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		var requests atomic.Int32
+		srv := &http.Server{Protocols: &p,
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, deafConnKey{}, c) },
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if requests.Add(1) == 1 { // the first connection goes silent under its first request
+					r.Context().Value(deafConnKey{}).(*deafConn).deaf.Store(true)
+					<-r.Context().Done()
+					return
+				}
+				w.Write([]byte("ok"))
+			})}
+		go srv.Serve(n)
+		h2 := &http.Transport{Protocols: &p, HTTP2: &http.HTTP2Config{SendPingTimeout: time.Second, PingTimeout: time.Second}, DialContext: n.dial}
+		defer func() {
+			h2.CloseIdleConnections()
+			srv.Close()
+			n.Close()
+		}()
+		var errs []error
+		tr := &Transport{Base: h2, Policy: noWait, OnRetry: func(e RetryEvent) { errs = append(errs, e.Err) }}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h2.test/", nil))
+		if err != nil {
+			t.Fatalf("%v; want the retry's 200", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || len(errs) != 1 || errs[0].Error() != h2ConnLostText {
+			t.Fatalf("status %d after retries of %v; want one retry of %q", resp.StatusCode, errs, h2ConnLostText)
+		}
+	})
+}
+
+// h2ConnLostText is net/http's message, spelled here so that the test
+// names what it reproduces.
+const h2ConnLostText = "http2: client connection lost"
+
+// TestAttemptTimeoutIsANetError: ErrAttemptTimeout's doc says "its
+// Timeout method reports true, so that os.IsTimeout and net.Error callers
+// see it as one", but without Temporary it is no net.Error: errors.As to
+// a net.Error does not find it, and a Classifier written with the usual
+// idiom (errors.As(err, &ne) && ne.Timeout()) does not retry the attempt
+// timeout, which net/http returns as the attempt's error itself.
+// context.DeadlineExceeded's type has both methods for the same reason.
+func TestAttemptTimeoutIsANetError(t *testing.T) {
+	var ne net.Error
+	if !errors.As(ErrAttemptTimeout, &ne) || !ne.Timeout() {
+		t.Errorf("errors.As(ErrAttemptTimeout, &net.Error) does not find a timeout")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if Attempt(r.Context()) == 1 {
+				<-r.Context().Done()
+				return nil, context.Cause(r.Context()) // as net/http returns it
+			}
+			return response(200, "ok"), nil
+		})
+		// A classifier of its own that retries timeouts only (not falling
+		// back to DefaultClassifier, which knows ErrAttemptTimeout).
+		tr := &Transport{Base: base, Policy: noWait, AttemptTimeout: time.Second,
+			Classifier: func(req *http.Request, resp *http.Response, err error) (bool, string) {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return true, "timeout"
+				}
+				return false, ""
+			}}
+		resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+		if err != nil {
+			t.Fatalf("%v; want the retry's 200", err)
+		}
+		resp.Body.Close()
+	})
+}
+
+// fakeResolver serves DNS over loopback UDP: SERVFAIL until healthy, then
+// 127.0.0.1 for an A query and no record for any other.
+func fakeResolver(t *testing.T, healthy *atomic.Bool) *net.Resolver {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { pc.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			q := buf[:n]
+			i := 12 // the question's name, then its type and class
+			for i < n && q[i] != 0 {
+				i += int(q[i]) + 1
+			}
+			if i+5 > n {
+				continue
+			}
+			resp := append([]byte{}, q[:i+5]...)
+			resp[2] = 0x80 | q[2]&0x01 // a response, RD as asked
+			resp[3] = 0x80             // RA, NOERROR
+			clear(resp[6:12])          // no answer, authority or additional records
+			switch qtype := int(q[i+1])<<8 | int(q[i+2]); {
+			case !healthy.Load():
+				resp[3] = 0x82 // SERVFAIL: what a recursive resolver answers when its upstream timed out
+			case qtype == 1:
+				resp[7] = 1
+				resp = append(resp, 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1)
+			}
+			pc.WriteTo(resp, addr)
+		}
+	}()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", pc.LocalAddr().String())
+	}}
+}
+
+// TestTemporaryNameLookupFailureIsRetried: a lookup the resolver reports
+// as temporary (net.DNSError.IsTemporary: a SERVFAIL, which is what a
+// recursive resolver answers when its own upstream times out; a resolver
+// that could not be reached; the system resolver's EAI_AGAIN, "Temporary
+// failure in name resolution") was not retried, only one whose
+// DNSError says IsTimeout. The README retries "a lookup that times out"
+// and gives up on "a name that does not resolve" (IsNotFound), which
+// still is not retried. A lookup failure is inside the dial's error: the
+// request never left.
+func TestTemporaryNameLookupFailureIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dns   *net.DNSError
+		retry bool
+	}{
+		{"SERVFAIL", &net.DNSError{Err: "server misbehaving", Name: "api.example", Server: "127.0.0.53:53", IsTemporary: true}, true},
+		{"EAI_AGAIN", &net.DNSError{Err: "Temporary failure in name resolution", Name: "api.example", IsTemporary: true}, true},
+		{"lookup timeout", &net.DNSError{Err: "i/o timeout", Name: "api.example", IsTimeout: true, IsTemporary: true}, true},
+		{"no such host", &net.DNSError{Err: "no such host", Name: "api.example", IsNotFound: true}, false},
+	} {
+		err := &net.OpError{Op: "dial", Net: "tcp", Err: tc.dns}
+		if retry, _ := classifyError(err); retry != tc.retry {
+			t.Errorf("%s: retry %v, want %v", tc.name, retry, tc.retry)
+		}
+	}
+
+	// Through net/http, against a loopback resolver that answers SERVFAIL
+	// until the first attempt has failed.
+	var healthy atomic.Bool
+	srv := startServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	h1 := &http.Transport{DialContext: (&net.Dialer{Resolver: fakeResolver(t, &healthy)}).DialContext}
+	defer h1.CloseIdleConnections()
+	var firstErr error
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := h1.RoundTrip(r)
+		if !healthy.Swap(true) {
+			firstErr = err
+		}
+		return resp, err
+	})
+	tr := &Transport{Base: base, Policy: noWait}
+	resp, err := tr.RoundTrip(httptest.NewRequest("POST", "http://api.example.test:"+port+"/", strings.NewReader("x")))
+	var dns *net.DNSError
+	if !errors.As(firstErr, &dns) || !dns.IsTemporary || dns.IsTimeout {
+		t.Fatalf("first attempt's error %v: not the temporary lookup failure the test is about", firstErr)
+	}
+	if err != nil {
+		t.Fatalf("%v; want the retry's 200", err)
+	}
+	resp.Body.Close()
+}
+
+// TestRetryEventLogsTheHostOfAnOpaquePath: a URL whose Opaque is a path
+// (a request-URI sent as it is, such as "/v1/items?token=x") goes to
+// URL.Host; LogValue dropped the host and logged "https:/v1/items", which
+// is not the URL the request went to.
+func TestRetryEventLogsTheHostOfAnOpaquePath(t *testing.T) {
+	req := &http.Request{Method: "GET", Header: http.Header{},
+		URL: &url.URL{Scheme: "https", Host: "api.example", Opaque: "/v1/items?access_token=secret"}}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("retry", "event", RetryEvent{Request: req, Attempt: 1, Reason: "status 503"})
+	if got := buf.String(); strings.Contains(got, "secret") || !strings.Contains(got, `url=https://api.example/v1/items `) {
+		t.Errorf("logged %s; want url=https://api.example/v1/items", got)
+	}
+}
