@@ -40,8 +40,9 @@ var defaultRetryableStatuses = [...]int{
 // DefaultClassifier is the default decision: statuses 429, 502, 503 and 504,
 // and the transport errors that mean a connection failed rather than that
 // the request was wrong: connection refused or reset (also seen as a
-// broken pipe, or a connection closed while sending), no route to the
-// host or its network, a connection or
+// broken pipe, a connection closed while sending, aborted, or reset with
+// its network), no route to the host or its network (or either down), a
+// connection or
 // network timeout (also an HTTP/2 connection whose health check ping
 // went unanswered, "http2: client connection lost"), a name lookup that
 // timed out or that the resolver says failed temporarily (a SERVFAIL, a
@@ -106,8 +107,9 @@ func classifyError(err error) (bool, string) {
 		return true, "http2 GOAWAY"
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, wsaECONNREFUSED):
 		return true, "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, wsaECONNRESET), errors.Is(err, wsaECONNABORTED):
-		return true, "connection reset"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, wsaECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, wsaECONNABORTED), errors.Is(err, syscall.ENETRESET), errors.Is(err, wsaENETRESET):
+		return true, "connection reset" // also aborted, or dropped with its network: the same lost connection
 	case errors.Is(err, syscall.EPIPE):
 		return true, "broken pipe" // a reset, seen by the request's writer
 	case errors.Is(err, net.ErrClosed):
@@ -116,8 +118,9 @@ func classifyError(err error) (bool, string) {
 		return true, "connection timed out"
 	case isPlainError(err, h2ConnLost):
 		return true, "connection lost" // its health check's ping went unanswered: a connection timeout
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, wsaEHOSTUNREACH), errors.Is(err, wsaENETUNREACH):
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTDOWN),
+		errors.Is(err, syscall.ENETDOWN), errors.Is(err, wsaEHOSTUNREACH), errors.Is(err, wsaENETUNREACH),
+		errors.Is(err, wsaEHOSTDOWN), errors.Is(err, wsaENETDOWN):
 		return true, "host unreachable" // a host down or a route lost: as passing as a refused connection
 	case isTemporaryLookup(err):
 		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
@@ -142,11 +145,14 @@ func classifyError(err error) (bool, string) {
 // the two). No other system has an errno this high, so they are looked
 // for everywhere.
 const (
+	wsaENETDOWN     syscall.Errno = 10050
 	wsaENETUNREACH  syscall.Errno = 10051
+	wsaENETRESET    syscall.Errno = 10052
 	wsaECONNABORTED syscall.Errno = 10053 // a reset, as Windows reports one to the side that was sending
 	wsaECONNRESET   syscall.Errno = 10054
 	wsaETIMEDOUT    syscall.Errno = 10060
 	wsaECONNREFUSED syscall.Errno = 10061
+	wsaEHOSTDOWN    syscall.Errno = 10064
 	wsaEHOSTUNREACH syscall.Errno = 10065
 )
 

@@ -41,6 +41,13 @@ func TestWinsockConnectionErrorsAreRetried(t *testing.T) {
 		{"WSAETIMEDOUT", winsock("read", "wsarecv", 10060), false},
 		{"WSAEHOSTUNREACH", winsock("dial", "connectex", 10065), true},
 		{"WSAENETUNREACH", winsock("dial", "connectex", 10051), true},
+		{"WSAENETDOWN", winsock("dial", "connectex", 10050), true},
+		{"WSAEHOSTDOWN", winsock("dial", "connectex", 10064), true},
+		{"WSAENETRESET", winsock("read", "wsarecv", 10052), false},
+		{"ECONNABORTED", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNABORTED)}, false},
+		{"ENETRESET", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ENETRESET)}, false},
+		{"EHOSTDOWN", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EHOSTDOWN)}, true},
+		{"ENETDOWN", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ENETDOWN)}, true},
 	} {
 		if retry, reason := classifyError(tc.err); !retry || reason == "" {
 			t.Errorf("%s: retry %v (%q); want retried as the connection failure it is", tc.name, retry, reason)
