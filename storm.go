@@ -53,9 +53,10 @@ const DefaultReleaseShare = 0.25
 //
 // The budget bounds, across hosts, the line's probes into hosts proven
 // down (see Budget). Only hosts with requests retrying have state: while
-// none has, a request pays one atomic load for storm control; while some
-// have, a request to another host pays a clock read and a look-up without
-// a lock. docs/storm-control.md gives each rule (when the host may be
+// none has, a request pays a few atomic loads for storm control and no
+// lock; while some have, a request to another host pays a clock read and
+// a look-up without a lock. A host is the request's URL.Host as it is
+// written: "h" and "h:80" are two hosts, http://h and https://h one. docs/storm-control.md gives each rule (when the host may be
 // back, the line's pace, a skipped step's time), its fine print and the
 // figure behind it.
 type StormControl struct {
