@@ -121,7 +121,7 @@ func prepareBody(req *http.Request, limit int64, def *Policy) (requestBody, erro
 		if stopped { // ended before its AfterFunc could close the body
 			req.Body.Close()
 		}
-		err = fmt.Errorf("reading request body: %w", ctx.Err())
+		err = fmt.Errorf("reading request body: %w", withCause(ctx, ctx.Err()))
 		return requestBody{}, &Error{Reason: stopFor(ctx.Err()), Err: err}
 	}
 	if err != nil {

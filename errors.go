@@ -152,9 +152,10 @@ func (r StopReason) String() string {
 // a hold or the retry's own attempt) and that response could not be kept:
 // its body was over 64 KiB or still arriving after 100 ms, so it was
 // closed; Err then names its status. It is also what a request the caller
-// cancels returns (StopCanceled), Err wrapping the context's error, and,
-// when the cancel cut an attempt, that attempt's error too (errors.Is
-// finds both).
+// cancels returns (StopCanceled), Err wrapping the context's error and
+// the cause the context was ended with (context.Cause), as net/http
+// returns it, and, when the cancel cut an attempt, that attempt's error
+// too (errors.Is finds each).
 //
 // errors.Is and errors.As reach the cause through Unwrap, and Timeout
 // reports a cause that timed out, so that os.IsTimeout works through

@@ -278,7 +278,7 @@ func (r *retrier) cut(a attempt, resp *http.Response, err error, n int, ev Retry
 		if !errors.Is(err, ended) { // canceled through Request.Cancel, as http.Client's Timeout does
 			err = fmt.Errorf("%w: %w", err, ended)
 		}
-		return r.end(a.finish(resp, err, n, stopFor(ended)))
+		return r.end(a.finish(resp, withCause(r.req.Context(), err), n, stopFor(ended)))
 	}
 	a.release()
 	ev.Attempt, ev.Wait, ev.Held = n, 0, 0
@@ -328,7 +328,7 @@ type lastOutcome struct {
 // wait returns the context's error.
 func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http.Response, error) {
 	if stop == StopCanceled {
-		return nil, &Error{Attempts: n, Reason: stop, Err: ctx.Err()}
+		return nil, &Error{Attempts: n, Reason: stop, Err: withCause(ctx, ctx.Err())}
 	}
 	err := l.err
 	if err == nil && l.kept {
@@ -345,7 +345,7 @@ func (l lastOutcome) outcome(n int, stop StopReason, ctx context.Context) (*http
 		err = l.notKept()
 	}
 	if ended := endedBy(ctx); ended != nil {
-		err = fmt.Errorf("%w: %w", err, ended)
+		err = withCause(ctx, fmt.Errorf("%w: %w", err, ended))
 	}
 	return nil, &Error{Attempts: n, Reason: stop, Err: err}
 }
@@ -366,6 +366,17 @@ func endedBy(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// withCause returns err, an error of ctx's end, wrapping also the cause
+// ctx was ended with (context.Cause: WithCancelCause, WithTimeoutCause)
+// when err does not already: net/http returns that cause, and a caller
+// who gave one looks for it, wherever its cancel landed.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 // stopFor is the reason a request stops when its context ended with err:

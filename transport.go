@@ -458,7 +458,7 @@ func checkRequest(req *http.Request) error {
 		return &Error{Reason: StopInvalid, Err: errors.New("nil Request.URL")}
 	case req.Context().Err() != nil:
 		closeRequestBody(req)
-		return &Error{Reason: stopFor(req.Context().Err()), Err: req.Context().Err()}
+		return &Error{Reason: stopFor(req.Context().Err()), Err: withCause(req.Context(), req.Context().Err())}
 	}
 	return nil
 }

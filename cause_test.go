@@ -1,0 +1,146 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// errShutdownCause is the cause a caller cancels its calls with.
+var errShutdownCause = errors.New("shutting down")
+
+// TestCancelCauseReachesTheCallerWhereverTheCancelLands (a review's find): a caller that
+// ends its context with a cause (context.WithCancelCause,
+// WithTimeoutCause) finds that cause in the error net/http returns, and
+// through httpretry it found it only when the cancel landed during an
+// attempt (Base returns it): before the call, during the body's read
+// ahead, during a backoff wait, or when a deadline with a cause cut a
+// retry after a transport error, the error wrapped ctx.Err() alone. The
+// same cancel gave errors.Is(err, cause) true or false by its timing.
+func TestCancelCauseReachesTheCallerWhereverTheCancelLands(t *testing.T) {
+	// What net/http does: the cause, as it is.
+	t.Run("net/http", func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errShutdownCause)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
+		base := &http.Transport{}
+		defer base.CloseIdleConnections()
+		if _, err := base.RoundTrip(req); !errors.Is(err, errShutdownCause) {
+			t.Fatalf("net/http: err %v, want the cause", err)
+		}
+	})
+	unavailable := func(r *http.Request) (*http.Response, error) {
+		if r.Body != nil {
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+		}
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+			Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil
+	}
+	slow := Policy{BaseDelay: time.Second, Jitter: JitterNone}
+	for _, tc := range []struct {
+		name string
+		// run makes one call, canceling it with errShutdownCause (or a
+		// deadline with that cause) at its point, and returns its error.
+		run func(t *testing.T) error
+		// canceled: the error must match context.Canceled too (a cancel),
+		// or context.DeadlineExceeded (a deadline).
+		canceled bool
+	}{
+		{"before the call", func(t *testing.T) error {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(errShutdownCause)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "http://h.invalid/", strings.NewReader("x"))
+			_, err := (&Transport{Base: roundTripFunc(unavailable)}).RoundTrip(req)
+			return err
+		}, true},
+		{"during the read ahead", func(t *testing.T) error {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			pr, pw := io.Pipe()
+			go func() {
+				pw.Write([]byte("part of the body"))
+				time.Sleep(time.Second) // virtual: the body stalls, then the caller gives up
+				cancel(errShutdownCause)
+			}()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "http://h.invalid/", pr)
+			_, err := (&Transport{Base: roundTripFunc(unavailable)}).RoundTrip(req)
+			return err
+		}, true},
+		{"during a wait", func(t *testing.T) error {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() {
+				time.Sleep(500 * time.Millisecond) // virtual: within the one-second wait
+				cancel(errShutdownCause)
+			}()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.invalid/", nil)
+			_, err := (&Transport{Base: roundTripFunc(unavailable), Policy: slow}).RoundTrip(req)
+			return err
+		}, true},
+		{"during an attempt", func(t *testing.T) error { // the one place it was kept: the control
+			ctx, cancel := context.WithCancelCause(context.Background())
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				cancel(errShutdownCause)
+				<-r.Context().Done()
+				return nil, context.Cause(r.Context()) // as net/http returns it
+			})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.invalid/", nil)
+			_, err := (&Transport{Base: base}).RoundTrip(req)
+			return err
+		}, true},
+		{"during an attempt of a Base that returns ctx.Err()", func(t *testing.T) error {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				cancel(errShutdownCause)
+				<-r.Context().Done()
+				return nil, r.Context().Err() // as many a custom Base does
+			})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.invalid/", nil)
+			_, err := (&Transport{Base: base}).RoundTrip(req)
+			return err
+		}, true},
+		{"a deadline with a cause cuts a retry", func(t *testing.T) error {
+			ctx, cancel := context.WithTimeoutCause(context.Background(), 1500*time.Millisecond, errShutdownCause)
+			defer cancel()
+			calls := 0
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if calls++; calls == 1 {
+					return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
+				}
+				<-r.Context().Done()
+				return nil, context.Cause(r.Context())
+			})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.invalid/", nil)
+			_, err := (&Transport{Base: base, Policy: slow}).RoundTrip(req)
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("err %v does not wrap the last attempt's error", err)
+			}
+			return err
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				err := tc.run(t)
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("err %v, want an *Error", err)
+				}
+				if !errors.Is(err, errShutdownCause) {
+					t.Errorf("err %v (reason %v): errors.Is(err, cause) is false; net/http returns the cause", err, e.Reason)
+				}
+				if tc.canceled && !errors.Is(err, context.Canceled) {
+					t.Errorf("err %v no longer matches context.Canceled", err)
+				}
+				if !tc.canceled && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("err %v no longer matches context.DeadlineExceeded", err)
+				}
+			})
+		})
+	}
+}
