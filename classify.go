@@ -49,8 +49,9 @@ var defaultRetryableStatuses = [...]int{
 // resolver not reached, EAI_AGAIN; not a name that does not exist), EOF
 // before a response (also net/http's "server closed
 // idle connection" and HTTP/2's "client conn could not be established"
-// for a new connection the server closed before any request), HTTP/2
-// GOAWAY (also the error
+// for a new connection the server closed before any request, and an
+// HTTP/2 stream the server reset with INTERNAL_ERROR before answering,
+// as its handler failed), HTTP/2 GOAWAY (also the error
 // net/http gives a new connection's first stream when a GOAWAY with an
 // error code names none processed, which it does not retry itself) and
 // REFUSED_STREAM (also the errors net/http gives such a stream of a
@@ -105,6 +106,8 @@ func classifyError(err error) (bool, string) {
 		return true, "http2 stream refused"
 	case isGoAway(err), isGoAwayUnprocessed(err), goAwayNotReplayed(err):
 		return true, "http2 GOAWAY"
+	case isPeerInternalReset(err):
+		return true, "http2 stream reset" // as an HTTP/1 connection closed before a response
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, wsaECONNREFUSED):
 		return true, "connection refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, wsaECONNRESET), errors.Is(err, syscall.ECONNABORTED),
@@ -249,19 +252,48 @@ func (e h2StreamError) Error() string { return "http2 stream error " + strconv.I
 // process the stream, so any method may be replayed.
 const h2RefusedStream = 0x7
 
+// h2InternalError is INTERNAL_ERROR (RFC 9113 §7).
+const h2InternalError = 0x2
+
+// h2FromPeer is the Cause net/http and x/net give a reset the server sent.
+const h2FromPeer = "received from peer"
+
 // isRefusedStream reports an HTTP/2 REFUSED_STREAM reset.
 func isRefusedStream(err error) bool {
-	var se h2StreamError
+	se, ok := h2Stream(err)
+	return ok && se.Code == h2RefusedStream
+}
+
+// isPeerInternalReset reports a stream the server reset with
+// INTERNAL_ERROR before any response: its handler failed (a panic, a
+// write timeout), where an HTTP/1 server closes the connection, an EOF
+// before a response. As that EOF, it is retried only for a request that
+// may be replayed: the server may have processed it.
+func isPeerInternalReset(err error) bool {
+	se, ok := h2Stream(err)
+	return ok && se.Code == h2InternalError && se.Cause != nil && se.Cause.Error() == h2FromPeer
+}
+
+// h2Stream returns the HTTP/2 stream error in err's tree: net/http's,
+// through its As method, or x/net's, by its shape.
+func h2Stream(err error) (se h2StreamError, ok bool) {
 	if errors.As(err, &se) {
-		return se.Code == h2RefusedStream
+		return se, true
 	}
-	return anyInChain(err, func(e error) bool {
+	ok = anyInChain(err, func(e error) bool {
 		if !hasShape(e, "StreamID", "Code", "Cause") {
 			return false
 		}
-		code := reflect.ValueOf(e).FieldByName("Code")
-		return code.CanUint() && code.Uint() == h2RefusedStream
+		v := reflect.ValueOf(e)
+		code := v.FieldByName("Code")
+		if !code.CanUint() {
+			return false
+		}
+		se.Code = uint32(code.Uint())
+		se.Cause, _ = v.FieldByName("Cause").Interface().(error)
+		return true
 	})
+	return se, ok
 }
 
 // isGoAway reports that the server closed an HTTP/2 connection with GOAWAY.

@@ -986,6 +986,37 @@ func TestFaultHTTP2ResetPostIsSentOnce(t *testing.T) {
 	relWaitConns(t, srv.ln, srv.client)
 }
 
+// TestFaultHTTP2InternalResetIsRetriedAsAnEOF: a server whose handler
+// fails before answering (a panic, its WriteTimeout) resets the HTTP/2
+// stream with INTERNAL_ERROR, where over HTTP/1 it closes the connection.
+// The GET was retried over HTTP/1 (an EOF before a response) and given up
+// over HTTP/2, where go-retryablehttp and failsafe retry both (a review's
+// find). As the EOF, it is retried only for a request that may be
+// replayed: a keyless POST is sent once.
+func TestFaultHTTP2InternalResetIsRetriedAsAnEOF(t *testing.T) {
+	relNoLeaks(t)
+	reset := map[int]bool{1: true, 3: true}
+	srv := relStartH2(t, func(n int, stream uint32, w io.Writer) bool {
+		if reset[n] {
+			return relH2Write(w, relH2Rst, 0, stream, relU32s(0x2 /* INTERNAL_ERROR */)) == nil
+		}
+		return relH2Respond(w, stream, "h2 ok") == nil
+	})
+	tr := &Transport{Base: srv.client, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone}}
+	reasons := relReasons(tr)
+	resp, err := relDo(t, tr, "GET", srv.url, nil)
+	relReadOK(t, resp, err, "h2 ok")
+	if got := reasons(); len(got) != 1 || got[0] != "http2 stream reset" {
+		t.Errorf("GET: retry reasons %q, want one http2 stream reset", got)
+	}
+	_, err = relDo(t, tr, "POST", srv.url, io.NopCloser(strings.NewReader("amount=100")))
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != StopNotReplayable || srv.streams.Load() != 3 {
+		t.Errorf("POST without a key: %v after %d streams in all; want StopNotReplayable after once (3)", err, srv.streams.Load())
+	}
+	relWaitConns(t, srv.ln, srv.client)
+}
+
 // TestFaultHTTP2GracefulGoAwayPostIsRetried: a GOAWAY without an error
 // code that leaves a stream unprocessed: net/http cannot replay a POST
 // without GetBody, and says so in an error of no type, which the
