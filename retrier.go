@@ -96,8 +96,11 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return 0, stop
 	}
 	plain := drawn
-	if hasFloor { // a Retry-After is waited whole
+	if hasFloor { // a Retry-After is waited whole, spread while the spread still ends inside the limits
 		spread := spreadUp(floor, r.random())
+		if r.pastLimits(now.Add(spread)) != StopNone {
+			spread = floor
+		}
 		wait, plain = max(wait, spread), max(drawn, spread)
 	}
 	r.m.drift += plain - late - wait // its next step is that much before plain backoff's

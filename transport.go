@@ -73,8 +73,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     come yet.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
-//     together. A Retry-After above MaxRetryAfter, or whose wait, spread,
-//     would end past the deadline, returns that response at once; one of
+//     together, unless the spread alone would end the wait past the
+//     deadline or MaxElapsed: then the wait is the Retry-After's. A
+//     Retry-After above MaxRetryAfter, or whose own wait would end past
+//     the deadline, returns that response at once; one of
 //     zero, or a date already past, asks for no wait, and the backoff
 //     applies as without one. A date is counted from the response's Date
 //     header when it has one, so that the clocks' skew never brings a
@@ -144,7 +146,7 @@ type Transport struct {
 	// MaxRetryAfter is the longest Retry-After the Transport waits for; a
 	// longer one returns the response at once. A wait it allows is spread
 	// up to a tenth longer, so that clients told the same time do not come
-	// back at once. Zero means DefaultMaxRetryAfter; negative means
+	// back at once, but never past the deadline or MaxElapsed. Zero means DefaultMaxRetryAfter; negative means
 	// Retry-After is ignored and the computed backoff alone applies. Only
 	// the deadline and MaxElapsed bound a wait it allows: raise it with one
 	// of them set. Of several Retry-After headers, the first counts.
