@@ -20,8 +20,10 @@ const maxDelaySeconds = int64(math.MaxInt64 / time.Second)
 // long pause, and the caller's cap turns that into "do not retry".
 //
 // An HTTP-date is measured against the response's own Date header when it
-// parses, and against now otherwise, so skew between the client's and the
-// server's clocks does not shift the wait. Date has whole seconds, so the
+// parses (plus its Age, when a cache served it: a 503 kept 20 s and told
+// to wait 1.5 s more would otherwise wait 21.5 s), and against now
+// otherwise, so skew between the client's and the server's clocks does
+// not shift the wait. Date has whole seconds, so the
 // wait ends up to a second after the date, by the part of Date's second
 // gone when the response was sent: that also spreads clients told one
 // date over the second after it (measured against now when the clocks
@@ -44,9 +46,19 @@ func parseRetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool)
 		return 0, false
 	}
 	if date, err := http.ParseTime(h.Get("Date")); err == nil {
-		now = date
+		now = date.Add(age(h))
 	}
 	return max(at.Sub(now), 0), true
+}
+
+// age returns the response's Age (RFC 9111 §5.1): how long a cache kept
+// it since its Date. Zero when absent or not delta-seconds.
+func age(h http.Header) time.Duration {
+	secs, ok := parseDelaySeconds(strings.TrimSpace(h.Get("Age")))
+	if !ok {
+		return 0
+	}
+	return time.Duration(min(secs, maxDelaySeconds)) * time.Second
 }
 
 // parseDelaySeconds parses 1*DIGIT. A value too large for int64 saturates.

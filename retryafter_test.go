@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -40,6 +41,12 @@ func TestParseRetryAfter(t *testing.T) {
 		{"bad Date falls back to now", "Sun, 01 Mar 2026 12:00:05 GMT", "yesterday", 5 * time.Second, true},
 		{"Date does not affect delta", "3", "Sun, 01 Mar 2026 08:00:00 GMT", 3 * time.Second, true},
 		{"garbage date", "Sun, 99 Foo 2026", "", 0, false},
+		{"a cached response's Age counts", "Sun, 01 Mar 2026 08:00:21 GMT", "Sun, 01 Mar 2026 08:00:00 GMT|20", time.Second, true},
+		{"Age past the date means now", "Sun, 01 Mar 2026 08:00:21 GMT", "Sun, 01 Mar 2026 08:00:00 GMT|70", 0, true},
+		{"garbage Age is none", "Sun, 01 Mar 2026 08:00:21 GMT", "Sun, 01 Mar 2026 08:00:00 GMT|-5", 21 * time.Second, true},
+		{"huge Age saturates", "Sun, 01 Mar 2026 08:00:21 GMT", "Sun, 01 Mar 2026 08:00:00 GMT|99999999999999999999", 0, true},
+		{"Age without Date is none", "Sun, 01 Mar 2026 12:00:30 GMT", "|20", 30 * time.Second, true},
+		{"Age does not affect delta", "3", "Sun, 01 Mar 2026 08:00:00 GMT|20", 3 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,8 +54,12 @@ func TestParseRetryAfter(t *testing.T) {
 			if tt.value != "" {
 				h.Set("Retry-After", tt.value)
 			}
-			if tt.date != "" {
-				h.Set("Date", tt.date)
+			date, age, _ := strings.Cut(tt.date, "|") // a cached response's Age after the bar
+			if date != "" {
+				h.Set("Date", date)
+			}
+			if age != "" {
+				h.Set("Age", age)
 			}
 			got, ok := parseRetryAfter(h, now)
 			assert.Equal(t, tt.ok, ok)
