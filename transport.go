@@ -79,8 +79,8 @@ const DefaultMaxRetryAfter = time.Minute
 //     the deadline, returns that response at once; one of
 //     zero, or a date already past, asks for no wait, and the backoff
 //     applies as without one. A date is counted from the response's Date
-//     header when it has one, so that the clocks' skew never brings a
-//     retry early; both have whole seconds, so the wait may end up to a
+//     header when it has one (plus its Age, from a cache), so that the
+//     clocks' skew never brings a retry early; both have whole seconds, so the wait may end up to a
 //     second after the date, which spreads clients told one date (and,
 //     near the deadline, may make a wait that the date alone fits end
 //     past it).
