@@ -46,7 +46,8 @@ var defaultRetryableStatuses = [...]int{
 // network timeout (also an HTTP/2 connection whose health check ping
 // went unanswered, "http2: client connection lost"), a name lookup that
 // timed out or that the resolver says failed temporarily (a SERVFAIL, a
-// resolver not reached, EAI_AGAIN; not a name that does not exist), EOF
+// resolver not reached, EAI_AGAIN; not a name that does not exist), a
+// dial that found no local address free (out of ephemeral ports), EOF
 // before a response (also net/http's "server closed
 // idle connection" and HTTP/2's "client conn could not be established"
 // for a new connection the server closed before any request, and an
@@ -125,6 +126,8 @@ func classifyError(err error) (bool, string) {
 		errors.Is(err, syscall.ENETDOWN), errors.Is(err, wsaEHOSTUNREACH), errors.Is(err, wsaENETUNREACH),
 		errors.Is(err, wsaEHOSTDOWN), errors.Is(err, wsaENETDOWN):
 		return true, "host unreachable" // a host down or a route lost: as passing as a refused connection
+	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, wsaEADDRNOTAVAIL):
+		return true, "local address not available" // out of ephemeral ports, which a wait frees
 	case isTemporaryLookup(err):
 		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
 	case closedBeforeRequest(err):
@@ -148,15 +151,16 @@ func classifyError(err error) (bool, string) {
 // the two). No other system has an errno this high, so they are looked
 // for everywhere.
 const (
-	wsaENETDOWN     syscall.Errno = 10050
-	wsaENETUNREACH  syscall.Errno = 10051
-	wsaENETRESET    syscall.Errno = 10052
-	wsaECONNABORTED syscall.Errno = 10053 // a reset, as Windows reports one to the side that was sending
-	wsaECONNRESET   syscall.Errno = 10054
-	wsaETIMEDOUT    syscall.Errno = 10060
-	wsaECONNREFUSED syscall.Errno = 10061
-	wsaEHOSTDOWN    syscall.Errno = 10064
-	wsaEHOSTUNREACH syscall.Errno = 10065
+	wsaEADDRNOTAVAIL syscall.Errno = 10049
+	wsaENETDOWN      syscall.Errno = 10050
+	wsaENETUNREACH   syscall.Errno = 10051
+	wsaENETRESET     syscall.Errno = 10052
+	wsaECONNABORTED  syscall.Errno = 10053 // a reset, as Windows reports one to the side that was sending
+	wsaECONNRESET    syscall.Errno = 10054
+	wsaETIMEDOUT     syscall.Errno = 10060
+	wsaECONNREFUSED  syscall.Errno = 10061
+	wsaEHOSTDOWN     syscall.Errno = 10064
+	wsaEHOSTUNREACH  syscall.Errno = 10065
 )
 
 // isTemporaryLookup reports a DNS lookup that failed for a reason the
