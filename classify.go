@@ -47,7 +47,8 @@ var defaultRetryableStatuses = [...]int{
 // went unanswered, "http2: client connection lost"), a name lookup that
 // timed out or that the resolver says failed temporarily (a SERVFAIL, a
 // resolver not reached, EAI_AGAIN; not a name that does not exist), a
-// dial that found no local address free (out of ephemeral ports), EOF
+// dial that found no local address free (out of ephemeral ports), a
+// proxy that answered CONNECT with one of the statuses above, EOF
 // before a response (also net/http's "server closed
 // idle connection" and HTTP/2's "client conn could not be established"
 // for a new connection the server closed before any request, and an
@@ -130,6 +131,8 @@ func classifyError(err error) (bool, string) {
 		return true, "local address not available" // out of ephemeral ports, which a wait frees
 	case isTemporaryLookup(err):
 		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
+	case isProxyRefusal(err):
+		return true, "proxy refused CONNECT" // the tunnel to the host failed: its status would be retried from the host itself
 	case closedBeforeRequest(err):
 		// The same server closing a new connection as the EOF below,
 		// seen first by another of net/http's goroutines.
@@ -345,6 +348,21 @@ const h2NotEstablished = "http2: client conn could not be established"
 // connection died under the request (matched by message: see
 // isGoAwayUnprocessed).
 const h2ConnLost = "http2: client connection lost"
+
+// isProxyRefusal reports net/http's error for a proxy that answered
+// CONNECT with a status the Transport retries (429, 502, 503, 504): an
+// errors.New of the status text (matched by message: see
+// isGoAwayUnprocessed). The request did not reach the host, but a message
+// alone does not prove it never left, so only a request that may be
+// replayed is retried.
+func isProxyRefusal(err error) bool {
+	for _, code := range defaultRetryableStatuses {
+		if isPlainError(err, http.StatusText(code)) {
+			return true
+		}
+	}
+	return false
+}
 
 // closedBeforeRequest reports either error (matched by message: see
 // isGoAwayUnprocessed).

@@ -1,9 +1,11 @@
 package httpretry
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -286,4 +289,104 @@ func TestRetryEventLogsTheHostOfAnOpaquePath(t *testing.T) {
 	if got := buf.String(); strings.Contains(got, "secret") || !strings.Contains(got, `url=https://api.example/v1/items `) {
 		t.Errorf("logged %s; want url=https://api.example/v1/items", got)
 	}
+}
+
+// TestProxyRefusingConnectIsRetried: an HTTPS request through a forward
+// proxy (the zero Transport's Base reads HTTPS_PROXY) whose first CONNECT
+// is answered 503 or 502: net/http returns the status text as a plain
+// error, which was not retried, where go-retryablehttp and failsafe make a
+// second CONNECT (a review's find). A keyless POST is still sent no more
+// than once: the message alone does not prove that it never left.
+func TestProxyRefusingConnectIsRetried(t *testing.T) {
+	relNoLeaks(t)
+	for _, tc := range []struct {
+		status, method string
+		origin         int32 // requests that reach the origin
+	}{
+		{"503 Service Unavailable", "GET", 1},
+		{"502 Bad Gateway", "PUT", 1},
+		{"503 Service Unavailable", "POST", 0},
+	} {
+		t.Run(tc.status[:3]+" "+tc.method, func(t *testing.T) {
+			var origin atomic.Int32
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				origin.Add(1)
+				io.WriteString(w, "ok")
+			}))
+			defer srv.Close()
+			connects, proxyURL := startConnectProxy(t, tc.status)
+			base := srv.Client().Transport.(*http.Transport).Clone()
+			base.Proxy = http.ProxyURL(proxyURL)
+			defer base.CloseIdleConnections()
+			var stop StopReason
+			tr := &Transport{Base: base, Policy: Policy{MaxRetries: 2, BaseDelay: time.Millisecond, Jitter: JitterNone},
+				OnGiveUp: func(e RetryEvent) { stop = e.Stop }}
+			resp, err := relDo(t, tr, tc.method, srv.URL, strings.NewReader("body"))
+			if tc.origin == 1 {
+				relReadOK(t, resp, err, "ok")
+				if connects.Load() != 2 || origin.Load() != 1 {
+					t.Errorf("%d CONNECTs, %d requests at the origin; want 2 and 1", connects.Load(), origin.Load())
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || stop != StopNotReplayable || connects.Load() != 1 || origin.Load() != 0 {
+				t.Errorf("%v (stop %v) after %d CONNECTs; want StopNotReplayable after one", err, stop, connects.Load())
+			}
+		})
+	}
+}
+
+// startConnectProxy starts a forward proxy on loopback that answers the
+// first CONNECT with status and tunnels the others; it counts them.
+func startConnectProxy(t *testing.T, status string) (*atomic.Int32, *url.URL) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var connects atomic.Int32
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) { mu.Lock(); conns = append(conns, c); mu.Unlock() }
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil || req.Method != http.MethodConnect {
+					return
+				}
+				if connects.Add(1) == 1 {
+					io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Length: 0\r\n\r\n")
+					return
+				}
+				up, err := net.Dial("tcp", req.Host)
+				if err != nil {
+					return
+				}
+				track(up)
+				defer up.Close()
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { io.Copy(up, br); up.Close() }()
+				io.Copy(c, up)
+			})
+		}
+	})
+	return &connects, &url.URL{Scheme: "http", Host: ln.Addr().String()}
 }
