@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -335,4 +336,97 @@ func (unavailable) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Body.Close()
 	}
 	return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+}
+
+// signEachAttempt is a Base that signs each attempt afresh, as a request
+// signed once would replay a nonce, a timestamp or an expired token. It
+// signs a clone: the request it is given may be the caller's own.
+type signEachAttempt struct {
+	base  http.RoundTripper
+	nonce atomic.Int64
+}
+
+func (s *signEachAttempt) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Nonce", fmt.Sprint(s.nonce.Add(1))) // or a fresh token, a signature
+	return s.base.RoundTrip(r)
+}
+
+// A request whose signature or token must be fresh for each attempt is
+// signed in Base, which the Transport calls once per attempt; the
+// caller's request stays as it was.
+func ExampleTransport_signEachAttempt() {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("X-Nonce"))
+		if len(seen) == 1 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	tr := &httpretry.Transport{
+		Base:   &signEachAttempt{base: http.DefaultTransport},
+		Policy: httpretry.Policy{BaseDelay: time.Millisecond},
+	}
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Printf("%s; nonces %v; the caller's request has %q\n", resp.Status, seen, req.Header.Get("X-Nonce"))
+	// Output: 200 OK; nonces [1 2]; the caller's request has ""
+}
+
+// rateLimitReset is a Base that turns a 429's X-RateLimit-Reset (the Unix
+// second the limit resets, by the server's clock) into the Retry-After
+// the Transport honours, as a date counted from the response's Date.
+type rateLimitReset struct{ base http.RoundTripper }
+
+func (t rateLimitReset) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		return resp, err
+	}
+	if reset, perr := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); perr == nil {
+		resp.Header.Set("Retry-After", time.Unix(reset, 0).UTC().Format(http.TimeFormat)) // a date: counted from the response's Date
+	}
+	return resp, nil
+}
+
+// A server that names its rate limit's reset in a header of its own, not
+// Retry-After: a Base turns it into a Retry-After, which the Transport
+// waits for as for any other.
+func ExampleTransport_rateLimitReset() {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			// The second under way, so that the example runs at once: a
+			// later one is waited for (up to MaxRetryAfter).
+			w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Unix()))
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	var told string
+	tr := &httpretry.Transport{
+		Base:    rateLimitReset{base: http.DefaultTransport},
+		Policy:  httpretry.Policy{BaseDelay: time.Millisecond},
+		OnRetry: func(e httpretry.RetryEvent) { told = e.Response.Header.Get("Retry-After") },
+	}
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "after", hits.Load(), "attempts; told Retry-After:", told != "")
+	// Output: 200 OK after 2 attempts; told Retry-After: true
 }
