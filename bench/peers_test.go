@@ -10,6 +10,7 @@ package bench
 // wait not started from one waited out, never a speed.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -18,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -708,4 +711,104 @@ func TestPeerRetryAfterDateLate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPeerHandlerFailsBeforeAnswering: a handler that fails before it
+// answers (here a panic with http.ErrAbortHandler; a WriteTimeout does
+// the same) closes the connection over HTTP/1 and resets the stream with
+// INTERNAL_ERROR over HTTP/2: either way a GET is retried.
+func TestPeerHandlerFailsBeforeAnswering(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		for _, sys := range reviewSystems(t) {
+			t.Run(fmt.Sprintf("h2=%v/%s", h2, sys.Name), func(t *testing.T) {
+				t.Parallel()
+				srv := newRecServer(t, h2, func(n int, w http.ResponseWriter, _ *http.Request) {
+					if n == 0 {
+						panic(http.ErrAbortHandler)
+					}
+					w.Write([]byte("ok"))
+				})
+				srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+				resp, err := get(client(t, sys, srv, reviewParams), srv.URL)
+				body := readAll(resp)
+				expect(t, sys.Name, err == nil && body == "ok" && len(srv.got()) == 2, "%s %q err=%v after %d attempts", status(resp), body, err, len(srv.got()))
+			})
+		}
+	}
+}
+
+// TestPeerProxyRefusesConnect: an HTTPS GET through a forward proxy whose
+// first CONNECT is answered 503 (it could not reach the host) is retried
+// with a second CONNECT.
+func TestPeerProxyRefusesConnect(t *testing.T) {
+	t.Parallel()
+	for _, sys := range reviewSystems(t) {
+		t.Run(sys.Name, func(t *testing.T) {
+			t.Parallel()
+			srv := newRecServer(t, true, func(int, http.ResponseWriter, *http.Request) {})
+			proxy, connects := startConnectProxy(t)
+			base := newBase(srv)
+			base.Proxy = http.ProxyURL(proxy)
+			t.Cleanup(base.CloseIdleConnections)
+			resp, err := get(sys.New(base, reviewParams), srv.URL)
+			readAll(resp)
+			expect(t, sys.Name, err == nil && resp.StatusCode == 200 && connects.Load() == 2 && len(srv.got()) == 1,
+				"%s err=%v after %d CONNECTs", status(resp), err, connects.Load())
+		})
+	}
+}
+
+// startConnectProxy starts a forward proxy on loopback that answers the
+// first CONNECT 503 and tunnels the others, and counts them.
+func startConnectProxy(t *testing.T) (*url.URL, *atomic.Int32) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var connects atomic.Int32
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) { mu.Lock(); conns = append(conns, c); mu.Unlock() }
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil || req.Method != http.MethodConnect {
+					return
+				}
+				if connects.Add(1) == 1 {
+					io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+					return
+				}
+				up, err := net.Dial("tcp", req.Host)
+				if err != nil {
+					return
+				}
+				track(up)
+				defer up.Close()
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { io.Copy(up, br); up.Close() }()
+				io.Copy(c, up)
+			})
+		}
+	})
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}, &connects
 }
