@@ -144,3 +144,41 @@ func TestCancelCauseReachesTheCallerWhereverTheCancelLands(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineCauseDoesNotDependOnTimerOrder (a review's find): a
+// deadline with a cause (WithTimeoutCause) gives that cause in the error
+// wherever the cancel lands. An attempt that fails as the deadline
+// comes is cut by endedBy's clock check, which may run before the
+// context's own timer has fired: context.Cause is then still nil, and the
+// error wraps context.DeadlineExceeded without the cause. In virtual
+// time the two wake-ups are ordered at random: about half the calls
+// lost the cause.
+func TestDeadlineCauseDoesNotDependOnTimerOrder(t *testing.T) {
+	cause := errors.New("the caller's own deadline")
+	missed := 0
+	var first error
+	for range 64 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeoutCause(context.Background(), time.Second, cause)
+			defer cancel()
+			dl, _ := ctx.Deadline()
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(time.Until(dl)) // virtual: the connection dies as the deadline comes
+				return nil, fmt.Errorf("read: %w", syscall.ECONNRESET)
+			})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.test/", nil)
+			_, err := (&Transport{Base: base}).RoundTrip(req)
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("err %v: want an *Error wrapping the reset and the deadline", err)
+			}
+			if !errors.Is(err, cause) {
+				missed++
+				first = err
+			}
+		})
+	}
+	if missed > 0 {
+		t.Errorf("%d of 64 calls lost the deadline's cause, e.g. %v", missed, first)
+	}
+}

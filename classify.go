@@ -123,7 +123,7 @@ func classifyError(err error) (bool, string) {
 		return true, "connection timed out"
 	case isPlainError(err, h2ConnLost):
 		return true, "connection lost" // its health check's ping went unanswered: a connection timeout
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTDOWN),
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, errHostDown),
 		errors.Is(err, syscall.ENETDOWN), errors.Is(err, wsaEHOSTUNREACH), errors.Is(err, wsaENETUNREACH),
 		errors.Is(err, wsaEHOSTDOWN), errors.Is(err, wsaENETDOWN):
 		return true, "host unreachable" // a host down or a route lost: as passing as a refused connection

@@ -52,7 +52,7 @@ func TestConnectionErrnosAreRetried(t *testing.T) {
 		{"WSAENETRESET", winsock("read", "wsarecv", 10052), false},
 		{"ECONNABORTED", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNABORTED)}, false},
 		{"ENETRESET", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ENETRESET)}, false},
-		{"EHOSTDOWN", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EHOSTDOWN)}, true},
+		{"EHOSTDOWN", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errHostDown)}, true},
 		{"ENETDOWN", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ENETDOWN)}, true},
 		{"EADDRNOTAVAIL", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}, true},
 		{"WSAEADDRNOTAVAIL", winsock("dial", "connectex", 10049), true},

@@ -491,7 +491,10 @@ func TestFaultSlowHeaders(t *testing.T) {
 		slow.Store(100)
 		reqs.Store(0)
 		tr.Policy.MaxRetries = 2
-		_, err = relDo(t, tr, "GET", url, nil)
+		resp, err = relDo(t, tr, "GET", url, nil)
+		if resp != nil { // a failure of the test, closed so that it fails cleanly
+			resp.Body.Close()
+		}
 		var e *Error
 		if !errors.As(err, &e) || e.Attempts != 3 || e.Reason != StopExhausted || !errors.Is(err, ErrAttemptTimeout) {
 			t.Fatalf("all slow: %v; want exhaustion after 3 attempts wrapping ErrAttemptTimeout", err)

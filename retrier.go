@@ -360,16 +360,30 @@ func (l lastOutcome) notKept() error {
 
 // endedBy returns the error of a context that has ended, or nil. A
 // deadline reached counts as ended before the context's own timer says so:
-// a hold that ends at the deadline races that timer.
+// a hold that ends at the deadline races that timer. That timer, due, is
+// waited for a moment, so that the context's cause (WithDeadlineCause) is
+// there to wrap, whichever of the two ran first.
 func endedBy(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		timer := time.NewTimer(timerDueWait)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
 		return context.DeadlineExceeded
 	}
 	return nil
 }
+
+// timerDueWait is how long endedBy waits for a context's deadline timer
+// that is due; a context that is not done by then is taken as ended
+// without its cause.
+const timerDueWait = 10 * time.Millisecond
 
 // withCause returns err, an error of ctx's end, wrapping also the cause
 // ctx was ended with (context.Cause: WithCancelCause, WithTimeoutCause)
