@@ -110,24 +110,21 @@ func classifyError(err error) (bool, string) {
 		return true, "http2 GOAWAY"
 	case isPeerInternalReset(err):
 		return true, "http2 stream reset" // as an HTTP/1 connection closed before a response
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, wsaECONNREFUSED):
+	case isErrno(err, refusedErrnos[:]):
 		return true, "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, wsaECONNRESET), errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, wsaECONNABORTED), errors.Is(err, syscall.ENETRESET), errors.Is(err, wsaENETRESET):
+	case isErrno(err, resetErrnos[:]):
 		return true, "connection reset" // also aborted, or dropped with its network: the same lost connection
 	case errors.Is(err, syscall.EPIPE):
 		return true, "broken pipe" // a reset, seen by the request's writer
 	case errors.Is(err, net.ErrClosed):
 		return true, "connection closed while sending" // a reset, seen by the reader, which closed the connection under the writer
-	case errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, wsaETIMEDOUT):
+	case isErrno(err, timedOutErrnos[:]):
 		return true, "connection timed out"
 	case isPlainError(err, h2ConnLost):
 		return true, "connection lost" // its health check's ping went unanswered: a connection timeout
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, errHostDown),
-		errors.Is(err, syscall.ENETDOWN), errors.Is(err, wsaEHOSTUNREACH), errors.Is(err, wsaENETUNREACH),
-		errors.Is(err, wsaEHOSTDOWN), errors.Is(err, wsaENETDOWN):
+	case isErrno(err, unreachableErrnos[:]):
 		return true, "host unreachable" // a host down or a route lost: as passing as a refused connection
-	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, wsaEADDRNOTAVAIL):
+	case isErrno(err, addrErrnos[:]):
 		return true, "local address not available" // out of ephemeral ports, which a wait frees
 	case isTemporaryLookup(err):
 		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
@@ -166,6 +163,26 @@ const (
 	wsaEHOSTUNREACH  syscall.Errno = 10065
 )
 
+// The system errors retried, each beside its Winsock number (as errors,
+// so that a look-up converts nothing).
+var (
+	refusedErrnos     = [...]error{syscall.ECONNREFUSED, wsaECONNREFUSED}
+	resetErrnos       = [...]error{syscall.ECONNRESET, wsaECONNRESET, syscall.ECONNABORTED, wsaECONNABORTED, syscall.ENETRESET, wsaENETRESET}
+	timedOutErrnos    = [...]error{syscall.ETIMEDOUT, wsaETIMEDOUT}
+	unreachableErrnos = [...]error{syscall.EHOSTUNREACH, wsaEHOSTUNREACH, syscall.ENETUNREACH, wsaENETUNREACH, errHostDown, wsaEHOSTDOWN, syscall.ENETDOWN, wsaENETDOWN}
+	addrErrnos        = [...]error{syscall.EADDRNOTAVAIL, wsaEADDRNOTAVAIL}
+)
+
+// isErrno reports whether err's tree holds one of errnos.
+func isErrno(err error, errnos []error) bool {
+	for _, e := range errnos {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // isTemporaryLookup reports a DNS lookup that failed for a reason the
 // resolver calls temporary: a SERVFAIL (what a recursive resolver answers
 // when its own upstream timed out), a resolver that could not be reached,
@@ -201,7 +218,7 @@ func neverSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, wsaECONNREFUSED) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
+	return isErrno(err, refusedErrnos[:]) || isRefusedStream(err) || isGoAwayUnprocessed(err) || isPlainError(err, h2NotEstablished) ||
 		refusedNotReplayed(err) || goAwayNotReplayed(err)
 }
 
