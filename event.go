@@ -37,9 +37,11 @@ type RetryEvent struct {
 	// deadline cut a wait short). It starts once the attempt's response
 	// has been drained, which may take up to 100 ms more.
 	Wait time.Duration
-	// Held is the part of Wait that storm control's host gate added
-	// beyond the request's own backoff (see StormControl); zero for a
-	// retry that was not held.
+	// Held is the part of Wait for which storm control's host gate held
+	// the retry in line past the step its own backoff set (see
+	// StormControl); zero for a retry that went at its step. A held
+	// request's steps follow its backoff from the steps it skipped, so
+	// its Wait may differ from its nominal backoff with Held zero.
 	Held time.Duration
 	// Stop is why OnGiveUp's caller makes no further attempt; StopNone in
 	// OnRetry.
