@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -129,7 +130,7 @@ func classifyError(err error) (bool, string) {
 	case isTemporaryLookup(err):
 		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
 	case isProxyRefusal(err):
-		return true, "proxy refused CONNECT" // the tunnel to the host failed: its status would be retried from the host itself
+		return true, "proxy refused CONNECT" // the tunnel to the host failed, with a status the default classifier retries
 	case closedBeforeRequest(err):
 		// The same server closing a new connection as the EOF below,
 		// seen first by another of net/http's goroutines.
@@ -284,8 +285,7 @@ const h2FromPeer = "received from peer"
 
 // isRefusedStream reports an HTTP/2 REFUSED_STREAM reset.
 func isRefusedStream(err error) bool {
-	se, ok := h2Stream(err)
-	return ok && se.Code == h2RefusedStream
+	return anyH2Stream(err, func(se h2StreamError) bool { return se.Code == h2RefusedStream })
 }
 
 // isPeerInternalReset reports a stream the server reset with
@@ -294,30 +294,31 @@ func isRefusedStream(err error) bool {
 // before a response. As that EOF, it is retried only for a request that
 // may be replayed: the server may have processed it.
 func isPeerInternalReset(err error) bool {
-	se, ok := h2Stream(err)
-	return ok && se.Code == h2InternalError && se.Cause != nil && se.Cause.Error() == h2FromPeer
+	return anyH2Stream(err, func(se h2StreamError) bool {
+		return se.Code == h2InternalError && se.Cause != nil && se.Cause.Error() == h2FromPeer
+	})
 }
 
-// h2Stream returns the HTTP/2 stream error in err's tree: net/http's,
-// through its As method, or x/net's, by its shape.
-func h2Stream(err error) (se h2StreamError, ok bool) {
+// anyH2Stream reports whether match holds for an HTTP/2 stream error in
+// err's tree: net/http's, the first, through its As method, or any of
+// x/net's, by its shape.
+func anyH2Stream(err error, match func(h2StreamError) bool) bool {
+	var se h2StreamError
 	if errors.As(err, &se) {
-		return se, true
+		return match(se)
 	}
-	ok = anyInChain(err, func(e error) bool {
+	return anyInChain(err, func(e error) bool {
 		if !hasShape(e, "StreamID", "Code", "Cause") {
 			return false
 		}
 		v := reflect.ValueOf(e)
 		code := v.FieldByName("Code")
-		if !code.CanUint() {
+		if !code.CanUint() || code.Uint() > math.MaxUint32 {
 			return false
 		}
-		se.Code = uint32(code.Uint())
-		se.Cause, _ = v.FieldByName("Cause").Interface().(error)
-		return true
+		cause, _ := v.FieldByName("Cause").Interface().(error)
+		return match(h2StreamError{Code: uint32(code.Uint()), Cause: cause})
 	})
-	return se, ok
 }
 
 // isGoAway reports that the server closed an HTTP/2 connection with GOAWAY.

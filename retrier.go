@@ -23,6 +23,10 @@ type retrier struct {
 	ok    bool          // the request ends in the host's answer
 	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
 	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
+	// How much longer the wait plan chose, and plain backoff's, are for
+	// the Retry-After's spread: wait cuts it when the drain has made it
+	// end past the limits, as plan would have.
+	spreadWait, spreadPlain time.Duration
 }
 
 // elapsedFrom returns when RoundTrip was called, from which MaxElapsed
@@ -58,6 +62,7 @@ func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 // it stays on RoundTrip's stack.
 func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
+	r.spreadWait, r.spreadPlain = 0, 0
 	floor, hasFloor := r.retryAfter(resp, now)
 	if r.m == nil { // its first failure: a copy of a Transport in use has its own storm control from here (see ownStorm)
 		r.st = t.ownStorm()
@@ -98,10 +103,12 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	plain := drawn
 	if hasFloor { // a Retry-After is waited whole, spread while the spread still ends inside the limits
 		spread := spreadUp(floor, r.random())
-		if r.pastLimits(now.Add(spread)) != StopNone {
-			spread = floor
+		w, p := max(wait, spread), max(drawn, spread)
+		if r.pastLimitsWith(now.Add(w), r.m.drift+p-late-w) != StopNone { // fitted as cutShort fits it, with the drift it adds
+			w, p = max(wait, floor), max(drawn, floor)
 		}
-		wait, plain = max(wait, spread), max(drawn, spread)
+		r.spreadWait, r.spreadPlain = w-max(wait, floor), p-max(drawn, floor)
+		wait, plain = w, p
 	}
 	r.m.drift += plain - late - wait // its next step is that much before plain backoff's
 	if stop := r.cutShort(now, wait); stop != StopNone {
@@ -148,8 +155,11 @@ func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
 
 // pastLimits says which limit a wait ending at end would reach: the
 // deadline or MaxElapsed, or StopNone.
-func (r *retrier) pastLimits(end time.Time) StopReason {
-	end = end.Add(max(r.m.drift, 0)) // as plain backoff's, whose steps come later: never a wait past the limit
+func (r *retrier) pastLimits(end time.Time) StopReason { return r.pastLimitsWith(end, r.m.drift) }
+
+// pastLimitsWith is pastLimits with drift as the request's drift.
+func (r *retrier) pastLimitsWith(end time.Time, drift time.Duration) StopReason {
+	end = end.Add(max(drift, 0)) // as plain backoff's, whose steps come later: never a wait past the limit
 	if dl, ok := r.req.Context().Deadline(); ok && !end.Before(dl) {
 		return StopDeadline
 	}
@@ -167,13 +177,20 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if err := ctx.Err(); err != nil && stopFor(err) == StopCanceled {
 		return 0, 0, StopCanceled // canceled during the drain: the caller's doing, whatever the limits say
 	}
-	if !r.m.until.IsZero() { // a held request's step, whose time is set, after the drain as before it
+	planned := r.m.until.IsZero()
+	if !planned { // a held request's step, whose time is set, after the drain as before it
 		own, r.m.until = max(r.m.until.Sub(start), r.floor), time.Time{}
 	}
 	// The drain since plan may have taken up to drainTimeout: a wait that
-	// would now end past the deadline or MaxElapsed is still not started.
+	// would now end past the deadline or MaxElapsed is still not started,
+	// but one that passes them only for its Retry-After's spread is cut
+	// to the Retry-After, as plan cuts it.
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
-		return 0, 0, stop
+		drift := r.m.drift + r.spreadWait - r.spreadPlain
+		if !planned || r.spreadWait == 0 || r.pastLimitsWith(start.Add(own-r.spreadWait), drift) != StopNone {
+			return 0, 0, stop
+		}
+		own, r.m.drift, r.prev = own-r.spreadWait, drift, r.prev-r.spreadPlain
 	}
 	if r.m.inLine && r.m.stepDue.IsZero() { // held before: in line until its step, which the host's answers may bring forward
 		if went, stop := r.waitInLine(ctx, start.Add(own)); went || stop != StopNone {
@@ -368,6 +385,9 @@ func endedBy(ctx context.Context) error {
 		return err
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		if ctx.Done() == nil { // a context that can never end: no timer, no cause to wait for
+			return context.DeadlineExceeded
+		}
 		timer := time.NewTimer(timerDueWait)
 		defer timer.Stop()
 		select {

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -729,7 +728,6 @@ func TestPeerHandlerFailsBeforeAnswering(t *testing.T) {
 					}
 					w.Write([]byte("ok"))
 				})
-				srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 				resp, err := get(client(t, sys, srv, reviewParams), srv.URL)
 				body := readAll(resp)
 				expect(t, sys.Name, err == nil && body == "ok" && len(srv.got()) == 2, "%s %q err=%v after %d attempts", status(resp), body, err, len(srv.got()))
