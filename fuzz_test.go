@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,13 @@ func FuzzParseRetryAfter(f *testing.F) {
 			if !ok || int64(wait) != want.Int64() {
 				t.Fatalf("delta-seconds %q: %v, %v; want %v", v, wait, ok, time.Duration(want.Int64()))
 			}
+		}
+		if ok { // a cache's Age never lengthens the wait, nor makes it negative
+			h.Set("Age", strconv.FormatInt(nanos&0xffff, 10))
+			if aged, ok3 := parseRetryAfter(h, now); !ok3 || aged < 0 || aged > wait {
+				t.Fatalf("with Age %s: %v, %v; want a wait in [0, %v]", h.Get("Age"), aged, ok3, wait)
+			}
+			h.Del("Age")
 		}
 		if _, err := http.ParseTime(date); err == nil && ok {
 			other, ok2 := parseRetryAfter(h, now.Add(-1000*time.Hour))
