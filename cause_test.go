@@ -182,3 +182,36 @@ func TestDeadlineCauseDoesNotDependOnTimerOrder(t *testing.T) {
 		t.Errorf("%d of 64 calls lost the deadline's cause, e.g. %v", missed, first)
 	}
 }
+
+// noDoneDeadline is a context whose deadline has passed and that can never
+// be canceled (Done returns nil): a context type of its own, such as one
+// that keeps a deadline for the work it describes.
+type noDoneDeadline struct {
+	context.Context
+	dl time.Time
+}
+
+func (c noDoneDeadline) Deadline() (time.Time, bool) { return c.dl, true }
+
+// TestEndedByDoesNotWaitForAContextThatCannotEnd (a review's find): endedBy waits
+// up to 10 ms for a due deadline's timer, so that its cause is there to
+// wrap. A context whose Done is nil has no timer and no cause: each call
+// waited the whole 10 ms for nothing, and a failed attempt calls it twice
+// (RoundTrip's check, then cut): the error came 20 ms late.
+func TestEndedByDoesNotWaitForAContextThatCannotEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := noDoneDeadline{Context: context.Background(), dl: time.Now().Add(-time.Second)}
+		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return nil, readErr(syscall.ECONNRESET)
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.test/", nil)
+		start := time.Now()
+		_, err := (&Transport{Base: base}).RoundTrip(req)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("err %v: want the reset and the deadline", err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("the error came after %v; a context that cannot end has no timer to wait for", took)
+		}
+	})
+}

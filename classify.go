@@ -49,7 +49,8 @@ var defaultRetryableStatuses = [...]int{
 // timed out or that the resolver says failed temporarily (a SERVFAIL, a
 // resolver not reached, EAI_AGAIN; not a name that does not exist), a
 // dial that found no local address free (out of ephemeral ports), a
-// proxy that answered CONNECT with one of the statuses above, EOF
+// proxy that answered CONNECT with one of the statuses above and its
+// standard reason phrase (net/http passes on only the phrase), EOF
 // before a response (also net/http's "server closed
 // idle connection" and HTTP/2's "client conn could not be established"
 // for a new connection the server closed before any request, and an

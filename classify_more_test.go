@@ -390,3 +390,33 @@ func startConnectProxy(t *testing.T, status string) (*atomic.Int32, *url.URL) {
 	})
 	return &connects, &url.URL{Scheme: "http", Host: ln.Addr().String()}
 }
+
+// streamLike has the shape of x/net's http2.StreamError, which has no As
+// method (see streamShaped, whose Error is fixed).
+type streamLike struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e streamLike) Error() string { return "stream error" }
+
+// TestRefusedStreamByShapeIsFoundAnywhereInTheTree (a review's find): the
+// h2Stream refactor returns the first error of x/net's StreamError shape
+// in the tree, where isRefusedStream looked for a REFUSED_STREAM one
+// anywhere (anyInChain's match). A failover Base's tries, joined, the
+// first's stream canceled and the second's refused, was retried as
+// refused before and is given up now.
+func TestRefusedStreamByShapeIsFoundAnywhereInTheTree(t *testing.T) {
+	err := errors.Join(streamLike{StreamID: 1, Code: 0x8 /* CANCEL */}, streamLike{StreamID: 3, Code: h2RefusedStream})
+	if !isRefusedStream(err) {
+		t.Errorf("isRefusedStream(%v) false; before 3160196 it was true", err)
+	}
+	if retry, reason := classifyError(err); !retry {
+		t.Errorf("classifyError: not retried (%q); before 3160196 it was, as http2 stream refused", reason)
+	}
+	internal := errors.Join(streamLike{StreamID: 1, Code: 0x8}, streamLike{StreamID: 3, Code: h2InternalError, Cause: errors.New(h2FromPeer)})
+	if !isPeerInternalReset(internal) {
+		t.Errorf("isPeerInternalReset(%v) false: the reset from the peer is in the tree", internal)
+	}
+}

@@ -110,3 +110,34 @@ func TestHoldRefusedProbeThatGoesAtOnceIsNotHeld(t *testing.T) {
 		st.end(m, false)
 	})
 }
+
+// TestHeldStepThatWentLaterThanItsNextBackoffIsFittedWithTheDriftItAdds
+// (a review's find):
+// a held request 300 ms ahead of plain backoff (drift, the drains of the
+// steps it skipped) whose step went 500 ms late: plain backoff's attempt
+// went 200 ms before this one and failed 200 ms before, and its next
+// wait, 200 ms, ends now. With 200 ms left plain backoff retries at
+// once; plan fitted the wait (0) with the drift as it was, before the
+// 300 ms this step's lateness takes off it (as cutShort fits it), and
+// gave up, StopDeadline: a retry plain backoff sends, dropped.
+func TestHeldStepThatWentLaterThanItsNextBackoffIsFittedWithTheDriftItAdds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Random: func() float64 { return 0.5 }}
+		st := tr.ownStorm()
+		now := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(200*time.Millisecond))
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.test/", nil)
+		sent := now.Add(-time.Millisecond)
+		m := st.failed("h.test", nil, failure{first: true, at: sent.Add(-time.Second), sent: sent.Add(-time.Second)})
+		m.policy = Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Jitter: JitterNone}
+		m.drift, m.late = 300*time.Millisecond, 500*time.Millisecond
+		r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, sent: sent, prev: 200 * time.Millisecond}
+		body := requestBody{kind: bodyNone}
+		wait, stop := r.plan(&body, response(503, ""), nil, 2)
+		if stop != StopNone || wait != 0 || m.drift != 0 {
+			t.Errorf("plan: wait %v, stop %v, drift %v; want a retry at once, level with plain backoff's (drift 0)", wait, stop, m.drift)
+		}
+		st.end(m, false)
+	})
+}

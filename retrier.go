@@ -23,10 +23,6 @@ type retrier struct {
 	ok    bool          // the request ends in the host's answer
 	pol   *Policy       // the request's Policy (see WithPolicy), from its first retryable failure
 	floor time.Duration // the latest Retry-After's wait: the rest of its own backoff waits at least as long
-	// How much longer the wait plan chose, and plain backoff's, are for
-	// the Retry-After's spread: wait cuts it when the drain has made it
-	// end past the limits, as plan would have.
-	spreadWait, spreadPlain time.Duration
 }
 
 // elapsedFrom returns when RoundTrip was called, from which MaxElapsed
@@ -62,7 +58,6 @@ func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 // it stays on RoundTrip's stack.
 func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int) (time.Duration, StopReason) {
 	t, now := r.t, time.Now()
-	r.spreadWait, r.spreadPlain = 0, 0
 	floor, hasFloor := r.retryAfter(resp, now)
 	if r.m == nil { // its first failure: a copy of a Transport in use has its own storm control from here (see ownStorm)
 		r.st = t.ownStorm()
@@ -97,18 +92,13 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	drawn := r.pol.Delay(k, r.prev, r.random())
 	wait, late := max(drawn-r.m.late, 0), r.m.late
 	r.m.late = 0
-	if stop := r.pastLimits(now.Add(wait)); stop != StopNone {
+	if stop := r.pastLimitsWith(now.Add(wait), r.m.drift+drawn-late-wait); stop != StopNone { // with the drift this wait adds, as cutShort fits it
 		return 0, stop
 	}
 	plain := drawn
-	if hasFloor { // a Retry-After is waited whole, spread while the spread still ends inside the limits
+	if hasFloor { // a Retry-After is waited whole
 		spread := spreadUp(floor, r.random())
-		w, p := max(wait, spread), max(drawn, spread)
-		if r.pastLimitsWith(now.Add(w), r.m.drift+p-late-w) != StopNone { // fitted as cutShort fits it, with the drift it adds
-			w, p = max(wait, floor), max(drawn, floor)
-		}
-		r.spreadWait, r.spreadPlain = w-max(wait, floor), p-max(drawn, floor)
-		wait, plain = w, p
+		wait, plain = max(wait, spread), max(drawn, spread)
 	}
 	r.m.drift += plain - late - wait // its next step is that much before plain backoff's
 	if stop := r.cutShort(now, wait); stop != StopNone {
@@ -177,20 +167,13 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if err := ctx.Err(); err != nil && stopFor(err) == StopCanceled {
 		return 0, 0, StopCanceled // canceled during the drain: the caller's doing, whatever the limits say
 	}
-	planned := r.m.until.IsZero()
-	if !planned { // a held request's step, whose time is set, after the drain as before it
+	if !r.m.until.IsZero() { // a held request's step, whose time is set, after the drain as before it
 		own, r.m.until = max(r.m.until.Sub(start), r.floor), time.Time{}
 	}
 	// The drain since plan may have taken up to drainTimeout: a wait that
-	// would now end past the deadline or MaxElapsed is still not started,
-	// but one that passes them only for its Retry-After's spread is cut
-	// to the Retry-After, as plan cuts it.
+	// would now end past the deadline or MaxElapsed is still not started.
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
-		drift := r.m.drift + r.spreadWait - r.spreadPlain
-		if !planned || r.spreadWait == 0 || r.pastLimitsWith(start.Add(own-r.spreadWait), drift) != StopNone {
-			return 0, 0, stop
-		}
-		own, r.m.drift, r.prev = own-r.spreadWait, drift, r.prev-r.spreadPlain
+		return 0, 0, stop
 	}
 	if r.m.inLine && r.m.stepDue.IsZero() { // held before: in line until its step, which the host's answers may bring forward
 		if went, stop := r.waitInLine(ctx, start.Add(own)); went || stop != StopNone {

@@ -73,17 +73,15 @@ const DefaultMaxRetryAfter = time.Minute
 //     come yet.
 //  7. Retry-After on a retryable response is a floor for the wait, spread
 //     upward by up to 10% so that clients told the same value do not return
-//     together, unless the spread alone would end the wait past the
-//     deadline or MaxElapsed: then the wait is the Retry-After's. A
-//     Retry-After above MaxRetryAfter, or whose own wait would end past
-//     the deadline, returns that response at once; one of
+//     together. A Retry-After above MaxRetryAfter, or whose wait, spread,
+//     would end past the deadline, returns that response at once; one of
 //     zero, or a date already past, asks for no wait, and the backoff
 //     applies as without one. A date is counted from the response's Date
 //     header when it has one (plus its Age, from a cache), so that the
-//     clocks' skew never brings a retry early; both have whole seconds, so the wait may end up to a
-//     second after the date, which spreads clients told one date (and,
-//     near the deadline, may make a wait that the date alone fits end
-//     past it).
+//     clocks' skew never brings a retry early; both have whole seconds,
+//     so the wait may end up to a second after the date, which spreads
+//     clients told one date (and, near the deadline, may make a wait that
+//     the date alone fits end past it).
 //  8. When retries end, the last response is returned as it came, body
 //     unread, with a nil error: a 503 is a response, not an error. A last
 //     transport error is returned as an *Error that records the attempt
@@ -146,7 +144,7 @@ type Transport struct {
 	// MaxRetryAfter is the longest Retry-After the Transport waits for; a
 	// longer one returns the response at once. A wait it allows is spread
 	// up to a tenth longer, so that clients told the same time do not come
-	// back at once, but never past the deadline or MaxElapsed. Zero means DefaultMaxRetryAfter; negative means
+	// back at once. Zero means DefaultMaxRetryAfter; negative means
 	// Retry-After is ignored and the computed backoff alone applies. Only
 	// the deadline and MaxElapsed bound a wait it allows: raise it with one
 	// of them set. Of several Retry-After headers, the first counts.
