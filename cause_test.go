@@ -215,3 +215,26 @@ func TestEndedByDoesNotWaitForAContextThatCannotEnd(t *testing.T) {
 		}
 	})
 }
+
+// neverDoneDeadline is a context whose deadline has passed and whose Done
+// channel never closes: a context type of its own that forgot its timer.
+type neverDoneDeadline struct {
+	noDoneDeadline
+	done chan struct{}
+}
+
+func (c neverDoneDeadline) Done() <-chan struct{} { return c.done }
+
+// TestEndedByWaitsForADueTimerOnlyAMoment: a context past its deadline
+// whose Done never closes is taken as ended after endedBy's short wait
+// for its timer (timerDueWait), without a cause to wrap: the error says
+// the deadline, and comes that moment late, not never.
+func TestEndedByWaitsForADueTimerOnlyAMoment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := neverDoneDeadline{noDoneDeadline{context.Background(), time.Now().Add(-time.Second)}, make(chan struct{})}
+		start := time.Now()
+		if err := endedBy(ctx); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != timerDueWait {
+			t.Errorf("endedBy: %v after %v; want the deadline after %v", err, time.Since(start), timerDueWait)
+		}
+	})
+}

@@ -153,6 +153,9 @@ func TestAttemptTimeoutIsANetError(t *testing.T) {
 	if !errors.As(ErrAttemptTimeout, &ne) || !ne.Timeout() {
 		t.Errorf("errors.As(ErrAttemptTimeout, &net.Error) does not find a timeout")
 	}
+	if tmp, ok := ErrAttemptTimeout.(interface{ Temporary() bool }); !ok || !tmp.Temporary() {
+		t.Errorf("ErrAttemptTimeout is not temporary, as context.DeadlineExceeded is")
+	}
 	synctest.Test(t, func(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if Attempt(r.Context()) == 1 {
