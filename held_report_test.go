@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +141,90 @@ func TestHeldStepThatWentLaterThanItsNextBackoffIsFittedWithTheDriftItAdds(t *te
 		}
 		st.end(m, false)
 	})
+}
+
+// planHeld drives plan for retry 2 of a request with drift d and late set,
+// as TestHeldStepThatWentLaterThanItsNextBackoffIsFittedWithTheDriftItAdds
+// does: drawn is its backoff (JitterNone, base = max), ra a Retry-After in
+// seconds (0: none), u every Random value, left the time to its deadline.
+func planHeld(t *testing.T, d, late, drawn time.Duration, ra int, u float64, left time.Duration) (wait time.Duration, stop StopReason, drift time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Random: func() float64 { return u }}
+		st := tr.ownStorm()
+		now := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(left))
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.test/", nil)
+		sent := now.Add(-time.Millisecond)
+		m := st.failed("h.test", nil, failure{first: true, at: sent.Add(-time.Second), sent: sent.Add(-time.Second)})
+		m.policy = Policy{MaxRetries: 5, BaseDelay: drawn, MaxDelay: drawn, Jitter: JitterNone}
+		m.drift, m.late = d, late
+		r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, sent: sent, prev: drawn}
+		body := requestBody{kind: bodyNone}
+		resp := response(503, "")
+		if ra > 0 {
+			resp.Header.Set("Retry-After", strconv.Itoa(ra))
+		}
+		wait, stop = r.plan(&body, resp, nil, 2)
+		drift = m.drift
+		st.end(m, false)
+	})
+	return wait, stop, drift
+}
+
+// TestPlanAgainstPlainBackoffGrid (a review's check): over a grid of drifts, lateness,
+// backoffs, Retry-Afters, spreads and deadlines, plan's decision for a
+// held request against plain backoff's on the same outcome. Plain
+// backoff's attempt failed at now-late+d (the held step was due at now-late,
+// plain's d after it); it retries iff its wait, max(drawn, spread), ends
+// before the deadline. plan must never start a wait that ends at or past
+// the deadline (its own, or plain backoff's: a retry more), and must not
+// stop where both its own wait and plain backoff's end inside.
+func TestPlanAgainstPlainBackoffGrid(t *testing.T) {
+	ms := time.Millisecond
+	var cases, held, aheadStops, heldOnly int
+	for _, d := range []time.Duration{-300 * ms, 0, 100 * ms, 300 * ms, 700 * ms} {
+		for _, late := range []time.Duration{-400 * ms, -100 * ms, 0, 100 * ms, 300 * ms, 500 * ms, 900 * ms} {
+			for _, drawn := range []time.Duration{200 * ms, 600 * ms} {
+				for _, ra := range []int{0, 1} {
+					for _, u := range []float64{0, 0.5, 0.99} {
+						if ra == 0 && u != 0 {
+							continue
+						}
+						for left := 50 * ms; left <= 2500*ms; left += 50 * ms {
+							cases++
+							spread := time.Duration(0)
+							if ra > 0 {
+								spread = spreadUp(time.Duration(ra)*time.Second, u)
+							}
+							plainEnd := -late + d + max(drawn, spread) // from now
+							heldEnd := max(max(drawn-late, 0), spread)
+							wait, stop, _ := planHeld(t, d, late, drawn, ra, u, left)
+							plainRetries := plainEnd < left
+							heldFits := heldEnd < left
+							switch {
+							case stop == StopNone && wait != heldEnd:
+								t.Errorf("d %v late %v drawn %v ra %d u %v left %v: wait %v, want %v", d, late, drawn, ra, u, left, wait, heldEnd)
+							case stop == StopNone && !(heldFits && plainRetries):
+								t.Errorf("d %v late %v drawn %v ra %d u %v left %v: waits %v; plain ends %v from now: a wait past the deadline or a retry more", d, late, drawn, ra, u, left, wait, plainEnd)
+							case stop != StopNone && heldFits && plainRetries:
+								t.Errorf("d %v late %v drawn %v ra %d u %v left %v: %v; its wait %v and plain's (%v from now) fit", d, late, drawn, ra, u, left, stop, heldEnd, plainEnd)
+							case stop != StopNone && plainRetries:
+								heldOnly++ // its own wait does not fit, plain backoff's does: it runs behind plain backoff
+								if heldEnd <= plainEnd {
+									t.Errorf("d %v late %v drawn %v ra %d u %v left %v: stops, its wait %v past, plain's %v inside", d, late, drawn, ra, u, left, heldEnd, plainEnd)
+								}
+								if ra > 0 && d >= 0 && late <= d {
+									aheadStops++
+								}
+							case stop == StopNone:
+								held++
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d cases; %d retried; %d stopped only for the held request's own wait, behind plain backoff's (%d of them with d >= 0 and late <= d)", cases, held, heldOnly, aheadStops)
 }

@@ -76,9 +76,9 @@ type StormControl struct {
 	// this Transport's own with the default numbers.
 	Budget *Budget
 	// ReleaseShare is the releases of held retries one answer of the host
-	// earns at most, halved by failures; while only the line's probes
-	// reach the host, an answer to one earns two more besides (a slow
-	// start). Zero, negative or NaN means DefaultReleaseShare.
+	// earns at most, halved by failures; while no fresh requests reach
+	// the host, an answer to a retry the line let go earns two more
+	// besides (a slow start). Zero, negative or NaN means DefaultReleaseShare.
 	// Raise it for servers known to have spare capacity.
 	ReleaseShare float64
 }

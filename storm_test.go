@@ -1591,3 +1591,73 @@ func downWithRetryAfter(start time.Time, back time.Duration, down func(time.Dura
 		return resp, nil
 	})
 }
+
+// TestRetryAtItsOwnTimeSpendsTheSharedBudget: a retry at its own
+// backoff's time into a host that answers, while another request to it
+// retries, is charged to the Budget (host.charges), as Budget's doc and
+// the README say: it spends a token that another host's, or another
+// Transport's, test retries then lack (a review found the README said
+// only test retries spent it).
+func TestRetryAtItsOwnTimeSpendsTheSharedBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &Budget{Ratio: -1, Reserve: -1, Burst: 10}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/c" {
+				return response(200, "ok"), nil
+			}
+			return response(503, ""), nil
+		})
+		tr := &Transport{Base: base, Storm: StormControl{Budget: b},
+			Policy: Policy{MaxRetries: 1, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: JitterNone}}
+		get := func(path string, after time.Duration, pol Policy) {
+			time.Sleep(after) // virtual
+			req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), pol), http.MethodGet, "http://h.test"+path, nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { get("/a", 0, tr.Policy) })                   // fails, retries at 100 ms, fails
+		wg.Go(func() { get("/c", 10*time.Millisecond, tr.Policy) }) // the host answers
+		long := tr.Policy
+		long.BaseDelay, long.MaxDelay = time.Second, time.Second
+		wg.Go(func() { get("/b", 20*time.Millisecond, long) }) // retrying while /a's retry goes
+		wg.Wait()
+		if got := b.available(time.Now()); got != 9 {
+			t.Errorf("the Budget holds %v of 10 tokens; want 9: /a's retry at its own backoff's time, into a host that answers, charged", got)
+		}
+	})
+}
+
+// TestAnAnswerToARetryTheLineLetGoLetsTwoMoreGo: once fresh requests have
+// stopped, the answer to a retry the line released (not only its test
+// retry) lets two held retries go at once (slow start, rule 4 of
+// docs/storm-control.md), as the README and ReleaseShare's doc say.
+func TestAnAnswerToARetryTheLineLetGoLetsTwoMoreGo(t *testing.T) {
+	s, ms := failing(4)
+	h := ms[0].h
+	now := at(60_000) // fresh requests stopped long ago
+	for _, m := range ms[1:] {
+		if !holdAt(h, m, now) {
+			t.Fatal("not held")
+		}
+	}
+	h.credit = 1 // one release earned
+	if send, _ := h.poll(ms[1], now, false); !send {
+		t.Fatal("the credit released no one")
+	}
+	if h.probing != nil {
+		t.Fatal("the released retry was taken for a probe")
+	}
+	h.answered(now.Add(time.Millisecond), ms[1], false, s.share, time.Time{}) // the released retry is answered
+	released := 0
+	for _, m := range ms[2:] {
+		if m.released {
+			released++
+		}
+	}
+	if released != 2 {
+		t.Errorf("one answer to a released retry let %d held retries go (share %v); want 2", released, h.share)
+	}
+}
