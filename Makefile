@@ -16,9 +16,6 @@ fmt-check:
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
-	@# the library on the other systems Go builds it for: errno names differ
-	@for p in windows/amd64 darwin/arm64 freebsd/amd64 wasip1/wasm js/wasm; do \
-		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet . || { echo "vet failed for $$p"; exit 1; }; done
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -30,9 +27,12 @@ cover:
 	$(GO) test -count=1 -coverprofile=coverage.out .
 	$(GO) tool cover -func=coverage.out | tail -1
 
-## lint: staticcheck at a pinned version, over every module.
+## lint: staticcheck at a pinned version, over every module; go vet of the library for other systems.
 lint:
 	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+	@# the library on the other systems Go builds it for: errno names differ
+	@for p in windows/amd64 darwin/arm64 freebsd/amd64 wasip1/wasm js/wasm; do \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet . || { echo "vet failed for $$p"; exit 1; }; done
 
 ## demo: the flaky-server demo (examples/demo).
 demo:
