@@ -130,7 +130,7 @@ func classifyError(err error) (bool, string) {
 		return true, "local address not available" // out of ephemeral ports, which a wait frees
 	case isTemporaryLookup(err):
 		return true, "name lookup failed" // the resolver's temporary failure, not a name that does not exist
-	case isProxyRefusal(err):
+	case isProxyRefusal(err, defaultRetryableStatuses[:]):
 		return true, "proxy refused CONNECT" // the tunnel to the host failed, with a status the default classifier retries
 	case closedBeforeRequest(err):
 		// The same server closing a new connection as the EOF below,
@@ -369,13 +369,13 @@ const h2NotEstablished = "http2: client conn could not be established"
 const h2ConnLost = "http2: client connection lost"
 
 // isProxyRefusal reports net/http's error for a proxy that answered
-// CONNECT with a status the Transport retries (429, 502, 503, 504): an
-// errors.New of the status text (matched by message: see
-// isGoAwayUnprocessed). The request did not reach the host, but a message
-// alone does not prove it never left, so only a request that may be
-// replayed is retried.
-func isProxyRefusal(err error) bool {
-	for _, code := range defaultRetryableStatuses {
+// CONNECT with one of statuses, those the Transport retries (by default
+// 429, 502, 503, 504): an errors.New of the status text (matched by
+// message: see isGoAwayUnprocessed). The request did not reach the host,
+// but a message alone does not prove it never left, so only a request
+// that may be replayed is retried.
+func isProxyRefusal(err error, statuses []int) bool {
+	for _, code := range statuses {
 		if isPlainError(err, http.StatusText(code)) {
 			return true
 		}

@@ -423,3 +423,42 @@ func TestRefusedStreamByShapeIsFoundAnywhereInTheTree(t *testing.T) {
 		t.Errorf("isPeerInternalReset(%v) false: the reset from the peer is in the tree", internal)
 	}
 }
+
+// TestProxyRefusalFollowsRetryableStatuses (a review's find): RetryableStatuses are
+// "the response statuses the default classifier retries", and
+// isProxyRefusal retries a proxy's CONNECT status as "a status the
+// Transport retries". With RetryableStatuses set to none (or without
+// 503), a proxy's 503 to CONNECT, which net/http gives as
+// errors.New("Service Unavailable"), must not be retried.
+func TestProxyRefusalFollowsRetryableStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		statuses []int
+		want     int32
+	}{
+		{"nil (defaults)", nil, 3},
+		{"none", []int{}, 1},
+		{"429 only", []int{http.StatusTooManyRequests}, 1},
+		{"503 kept", []int{http.StatusServiceUnavailable}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			tr := &Transport{
+				Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+					calls.Add(1)
+					return nil, errors.New(http.StatusText(http.StatusServiceUnavailable))
+				}),
+				Policy:            Policy{MaxRetries: 2, BaseDelay: -1},
+				RetryableStatuses: tc.statuses,
+				Storm:             StormControl{NoHostGate: true, NoBudget: true},
+			}
+			req, _ := http.NewRequest(http.MethodGet, "https://example.test/", nil)
+			if _, err := tr.RoundTrip(req); err == nil {
+				t.Fatal("want an error")
+			}
+			if got := calls.Load(); got != tc.want {
+				t.Errorf("attempts = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -128,8 +128,9 @@ type Transport struct {
 	Policy Policy
 
 	// RetryableStatuses are the response statuses the default classifier
-	// retries. Nil means 429, 502, 503 and 504; an empty non-nil slice means
-	// none. Ignored when Classifier is set.
+	// retries, and of a proxy's refusals of CONNECT, those of 429, 502,
+	// 503 and 504 it lists. Nil means 429, 502, 503 and 504; an empty
+	// non-nil slice means none. Ignored when Classifier is set.
 	RetryableStatuses []int
 
 	// Classifier, when set, replaces the default decision of which outcomes
@@ -349,6 +350,11 @@ func (t *Transport) classify(req *http.Request, resp *http.Response, err error) 
 	switch {
 	case t.Classifier != nil:
 		return t.classifyCustom(req, resp, err)
+	case err != nil && t.RetryableStatuses != nil && isProxyRefusal(err, defaultRetryableStatuses[:]):
+		if isProxyRefusal(err, t.RetryableStatuses) { // a proxy's CONNECT status, retried as RetryableStatuses says
+			return true, "proxy refused CONNECT"
+		}
+		return false, ""
 	case err != nil:
 		return classifyFailure(req, err)
 	case t.RetryableStatuses != nil:
