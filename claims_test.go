@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/jarcoal/httpmock"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,7 +23,7 @@ import (
 
 // README "When retries stop", after the table: "http.Client.Timeout is a
 // deadline too: when it cuts off a retry, the client returns the response
-// before it with a nil error."
+// before it with a nil error, if that response could be kept".
 func TestClientTimeoutCutRetryReturnsResponseBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
@@ -51,6 +53,35 @@ func TestClientTimeoutCutRetryReturnsResponseBefore(t *testing.T) {
 		}
 		if len(gaveUp) != 1 || gaveUp[0].Stop != StopDeadline || gaveUp[0].Attempt != 2 {
 			t.Fatalf("OnGiveUp = %+v", gaveUp)
+		}
+	})
+}
+
+// README "When retries stop", after the table: "... otherwise the
+// client's own timeout error, which keeps only the *Error's text": a 503
+// body over 64 KiB is not kept (a review's find: the README promised the
+// response whatever its size).
+func TestClientTimeoutCutRetryAfterUnkeptResponseIsAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			if n == 1 {
+				resp := response(503, strings.Repeat("b", drainLimit+1))
+				resp.Request = r
+				return resp, nil
+			}
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		})
+		tr := &Transport{Base: base, Policy: Policy{BaseDelay: 100 * time.Millisecond, Jitter: JitterNone}}
+		c := &http.Client{Transport: tr, Timeout: time.Second}
+		resp, err := c.Get("http://h.test/")
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if resp != nil || !os.IsTimeout(err) || !strings.Contains(fmt.Sprint(err), "last response not kept") || n != 2 {
+			t.Fatalf("resp %v, err %v after %d attempts; want no response and the client's timeout error naming the response not kept", resp, err, n)
 		}
 	})
 }
