@@ -14,8 +14,9 @@ const maxDelaySeconds = int64(math.MaxInt64 / time.Second)
 // §10.2.3) and returns how long the server asked the client to wait.
 //
 // ok is false when there is no usable value: the header is absent, empty,
-// negative or not of either form. Those are ignored and the computed backoff
-// applies. A delta-seconds value too large for a Duration saturates at the
+// negative or not of either form (decimal seconds aside: see parseDelay).
+// Those are ignored and the computed backoff applies. A delta-seconds
+// value too large for a Duration saturates at the
 // largest Duration rather than being dropped: the server asked for a very
 // long pause, and the caller's cap turns that into "do not retry".
 //
@@ -35,11 +36,8 @@ func parseRetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool)
 	if v == "" {
 		return 0, false
 	}
-	if secs, ok := parseDelaySeconds(v); ok {
-		if secs > maxDelaySeconds {
-			return math.MaxInt64, true
-		}
-		return time.Duration(secs) * time.Second, true
+	if d, ok := parseDelay(v); ok {
+		return d, true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
@@ -59,6 +57,37 @@ func age(h http.Header) time.Duration {
 		return 0
 	}
 	return time.Duration(min(secs, maxDelaySeconds)) * time.Second
+}
+
+// parseDelay parses delta-seconds, and the decimal seconds some servers
+// send ("2.128"): RFC 9110 has no fraction, but ignoring one would retry
+// before the time the server named. A fraction is rounded up to the
+// nanosecond; a value too large for a Duration saturates.
+func parseDelay(v string) (time.Duration, bool) {
+	whole, frac, dotted := strings.Cut(v, ".")
+	secs, ok := parseDelaySeconds(whole)
+	if !ok || whole == "" || dotted && frac == "" {
+		return 0, false
+	}
+	var ns int64
+	for i := 0; i < 9; i++ { // nanoseconds: the first nine digits, padded with zeros
+		ns *= 10
+		if i < len(frac) {
+			ns += int64(frac[i] - '0')
+		}
+	}
+	for i := 0; i < len(frac); i++ {
+		if c := frac[i]; c < '0' || c > '9' {
+			return 0, false
+		} else if i >= 9 && c != '0' { // finer than a nanosecond: rounded up
+			ns++
+			break
+		}
+	}
+	if secs > maxDelaySeconds || int64(math.MaxInt64)-secs*int64(time.Second) < ns {
+		return math.MaxInt64, true
+	}
+	return time.Duration(secs)*time.Second + time.Duration(ns), true
 }
 
 // parseDelaySeconds parses 1*DIGIT. A value too large for int64 saturates.

@@ -26,7 +26,16 @@ func TestParseRetryAfter(t *testing.T) {
 		{"surrounding space", " 7 ", "", 7 * time.Second, true},
 		{"negative is garbage", "-1", "", 0, false},
 		{"plus sign is garbage", "+5", "", 0, false},
-		{"fraction is garbage", "1.5", "", 0, false},
+		{"decimal seconds count", "1.5", "", 1500 * time.Millisecond, true},
+		{"decimal seconds to the nanosecond", "2.128000001", "", 2128000001 * time.Nanosecond, true},
+		{"finer than a nanosecond rounds up", "0.0000000001", "", time.Nanosecond, true},
+		{"zeros past the nanosecond", "3.0000000000", "", 3 * time.Second, true},
+		{"a dot without digits after is garbage", "5.", "", 0, false},
+		{"a dot without digits before is garbage", ".5", "", 0, false},
+		{"two dots are garbage", "1.2.3", "", 0, false},
+		{"a sign after the dot is garbage", "1.-5", "", 0, false},
+		{"decimal at the largest Duration saturates", "9223372036.9", "", math.MaxInt64, true},
+		{"decimal just under the largest Duration", "9223372036.854775807", "", math.MaxInt64, true},
 		{"exponent is garbage", "1e9", "", 0, false},
 		{"words", "soon", "", 0, false},
 		{"overflowing delta saturates", "99999999999999999999", "", math.MaxInt64, true},
@@ -113,4 +122,25 @@ func TestRetryAfterWhoseSpreadWaitEndsPastTheDeadlineIsNotWaited(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecimalRetryAfterIsAFloor: a Retry-After of "2.5", which some
+// servers send though RFC 9110 has whole seconds, is waited, not ignored
+// for a retry 1 ms later (a review's find, from peers' issue threads).
+func TestDecimalRetryAfterIsAFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newScripted(status(429, "Retry-After", "2.5"), status(200))
+		tr := &Transport{Base: base, Policy: Policy{BaseDelay: time.Millisecond, Jitter: JitterNone},
+			Random: func() float64 { return 0 }}
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != 200 || took != 2500*time.Millisecond {
+			t.Errorf("status %d after %v; want the retry's 200 after 2.5 s", resp.StatusCode, took)
+		}
+	})
 }

@@ -81,7 +81,9 @@ const DefaultMaxRetryAfter = time.Minute
 //     clocks' skew never brings a retry early; both have whole seconds,
 //     so the wait may end up to a second after the date, which spreads
 //     clients told one date (and, near the deadline, may make a wait that
-//     the date alone fits end past it).
+//     the date alone fits end past it). Seconds may have a fraction
+//     ("2.5"), which RFC 9110 does not allow but some servers send; a
+//     value of neither form is ignored, the backoff alone applying.
 //  8. When retries end, the last response is returned as it came, body
 //     unread, with a nil error: a 503 is a response, not an error. A last
 //     transport error is returned as an *Error that records the attempt
