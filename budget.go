@@ -20,8 +20,9 @@ const (
 
 // Budget bounds the wasted retries of all the requests that share it, as a
 // token bucket: each retry charged spends a token, given back when its
-// request ends in an answer (an outcome the classifier calls final), so
-// that only the retries of requests that fail in the end cost anything.
+// request ends in an answer (a response the classifier calls final; a
+// final transport error gives nothing back, as the host never answered),
+// so that only the retries of requests that fail in the end cost anything.
 // Tokens come at Ratio per request sent and Reserve per second, up to
 // Burst. A retry it is asked about takes its token when asked, so that
 // retries asked about at once cannot count on the same one, and gets it

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -371,4 +372,45 @@ func TestBudgetGetsBackATokenOfARetryWhoseBodyCannotBeProduced(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+}
+
+// TestBudgetRefundsOnlyARequestTheHostAnswered: two retries charged are
+// given back when the request ends in a final response (a 404), and kept
+// when it ends in a final transport error, which no answer of the host
+// told (a review's find: the doc said any outcome the classifier calls
+// final refunds).
+func TestBudgetRefundsOnlyARequestTheHostAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		final func() (*http.Response, error)
+		want  float64
+	}{
+		{"a final response refunds", func() (*http.Response, error) { return response(404, ""), nil }, 10},
+		{"a final transport error does not", func() (*http.Response, error) {
+			return nil, errors.New("x509: certificate signed by unknown authority")
+		}, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := 0
+				tr := &Transport{
+					Policy: Policy{BaseDelay: time.Millisecond, Jitter: JitterNone},
+					Storm:  StormControl{NoHostGate: true, Budget: &Budget{Burst: 10, Ratio: -1, Reserve: -1}},
+					Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+						if n++; n <= 2 {
+							return nil, syscall.ECONNRESET
+						}
+						return tc.final()
+					}),
+				}
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+				if resp != nil {
+					resp.Body.Close()
+				}
+				if got := tr.StormState().BudgetTokens; n != 3 || got != tc.want {
+					t.Errorf("%d attempts (err %v), %v tokens left of 10; want 3 attempts and %v", n, err, got, tc.want)
+				}
+			})
+		})
+	}
 }
