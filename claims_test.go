@@ -351,3 +351,24 @@ func TestNegativeBurstOnlyLoneRequestsRetry(t *testing.T) {
 		}
 	})
 }
+
+// README Common questions: "the body is then yours to read, and a reset or
+// a cut while you read it comes to you as a read error, never retried".
+func TestBodyBrokenAfterTheHeadersIsNotRetried(t *testing.T) {
+	n := 0
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n++
+		resp := response(200, "")
+		resp.Body = io.NopCloser(io.MultiReader(strings.NewReader("partial"), failingReader{syscall.ECONNRESET}))
+		return resp, nil
+	})}
+	resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if n != 1 || string(b) != "partial" || !errors.Is(rerr, syscall.ECONNRESET) {
+		t.Errorf("%d attempts, read %q, %v; want one attempt, its bytes, then the reset", n, b, rerr)
+	}
+}
