@@ -66,23 +66,18 @@ func age(h http.Header) time.Duration {
 func parseDelay(v string) (time.Duration, bool) {
 	whole, frac, dotted := strings.Cut(v, ".")
 	secs, ok := parseDelaySeconds(whole)
-	if !ok || whole == "" || dotted && frac == "" {
+	if !ok || whole == "" || dotted && (frac == "" || strings.Trim(frac, "0123456789") != "") {
 		return 0, false
 	}
 	var ns int64
-	for i := 0; i < 9; i++ { // nanoseconds: the first nine digits, padded with zeros
+	for i := range 9 { // nanoseconds: the first nine digits, padded with zeros
 		ns *= 10
 		if i < len(frac) {
 			ns += int64(frac[i] - '0')
 		}
 	}
-	for i := 0; i < len(frac); i++ {
-		if c := frac[i]; c < '0' || c > '9' {
-			return 0, false
-		} else if i >= 9 && c != '0' { // finer than a nanosecond: rounded up
-			ns++
-			break
-		}
+	if len(frac) > 9 && strings.Trim(frac[9:], "0") != "" { // finer than a nanosecond: rounded up
+		ns++
 	}
 	if secs > maxDelaySeconds || int64(math.MaxInt64)-secs*int64(time.Second) < ns {
 		return math.MaxInt64, true

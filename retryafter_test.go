@@ -34,6 +34,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"a dot without digits before is garbage", ".5", "", 0, false},
 		{"two dots are garbage", "1.2.3", "", 0, false},
 		{"a sign after the dot is garbage", "1.-5", "", 0, false},
+		{"garbage past the nanosecond", "1.0000000001x", "", 0, false},
 		{"decimal at the largest Duration saturates", "9223372036.9", "", math.MaxInt64, true},
 		{"decimal just under the largest Duration", "9223372036.854775807", "", math.MaxInt64, true},
 		{"exponent is garbage", "1e9", "", 0, false},
