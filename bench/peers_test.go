@@ -357,7 +357,8 @@ func TestPeerKeylessPOST(t *testing.T) {
 
 // TestPeerRetryAfterForms: no retry goes before the time a Retry-After
 // names, in each of its forms (RFC 9110 §10.2.3 and §5.6.7: a recipient
-// must accept the two obsolete date forms too).
+// must accept the two obsolete date forms too), and in the decimal
+// seconds some servers send, which RFC 9110 does not define.
 func TestPeerRetryAfterForms(t *testing.T) {
 	t.Parallel()
 	forms := []struct {
@@ -365,6 +366,7 @@ func TestPeerRetryAfterForms(t *testing.T) {
 		fmt  func(at time.Time) string
 	}{
 		{"delta-seconds", nil},
+		{"decimal seconds", func(time.Time) string { return "1.5" }},
 		{"IMF-fixdate", func(at time.Time) string { return at.UTC().Format(http.TimeFormat) }},
 		{"RFC 850", func(at time.Time) string { return at.UTC().Format("Monday, 02-Jan-06 15:04:05 GMT") }},
 		{"asctime", func(at time.Time) string { return at.UTC().Format(time.ANSIC) }},
@@ -376,6 +378,9 @@ func TestPeerRetryAfterForms(t *testing.T) {
 				late, ok := retryAfterTheFirst(t, sys, func() (string, time.Time) {
 					if f.fmt == nil {
 						return "1", time.Now().Add(time.Second)
+					}
+					if f.name == "decimal seconds" {
+						return f.fmt(time.Time{}), time.Now().Add(1500 * time.Millisecond)
 					}
 					at := time.Now().Truncate(time.Second).Add(2 * time.Second)
 					return f.fmt(at), at
