@@ -247,7 +247,8 @@ func (h *host) asksBudget(now time.Time) bool {
 	return h.provenDown(now) && h.run >= downAfter && len(h.members) > 1
 }
 
-// down: no answer in downAfter attempts, or none yet (a state starts down). h.mu is held.
+// down: no answer in downAfter attempts, or none yet (a state starts
+// down). h.mu is held.
 func (h *host) down() bool { return h.run >= downAfter || h.backAt.IsZero() }
 
 // provenDown reports whether at now the host is down and proven so; once

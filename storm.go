@@ -37,9 +37,9 @@ const DefaultReleaseShare = 0.25
 // than with plain backoff; one that succeeds may take a step more, the
 // time it takes to learn that the host is back; none goes before a
 // Retry-After it was told ends, and one the server singled out (told a
-// Retry-After while the others' latest failures named none) is not held; a hold that the deadline reaches
-// returns the last outcome (see Error for a body that could not be kept)
-// with StopHostGate. "No later" has three measured exceptions: failures
+// Retry-After while the others' latest failures named none) is not held;
+// a hold that the deadline reaches returns the last outcome (see Error
+// for a body that could not be kept) with StopHostGate. "No later" has three measured exceptions: failures
 // of which only some carry a Retry-After, or which name different waits;
 // attempts that take longer than plain backoff's would have (a skipped
 // step stands for one of the request's own: one that hung, or went in a
@@ -56,9 +56,10 @@ const DefaultReleaseShare = 0.25
 // none has, a request pays a few atomic loads for storm control and no
 // lock; while some have, a request to another host pays a clock read and
 // a look-up without a lock. A host is the request's URL.Host as it is
-// written: "h" and "h:80" are two hosts, http://h and https://h one. docs/storm-control.md gives each rule (when the host may be
-// back, the line's pace, a skipped step's time), its fine print and the
-// figure behind it.
+// written: "h" and "h:80" are two hosts, http://h and https://h one.
+// docs/storm-control.md gives each rule (when the host may be back, the
+// line's pace, a skipped step's time), its fine print and the figure
+// behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off.
 	NoBudget bool
