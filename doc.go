@@ -4,14 +4,14 @@
 // 400 or a bad certificate, Retry-After as a floor, replayable request
 // bodies, and no wait that outlives the request's context.
 //
-// One RoundTrip is one logical request. The caller's request is never
-// modified and its body is closed exactly once; only idempotent requests (or
-// ones with an Idempotency-Key or X-Idempotency-Key, ones that provably
-// never left, or any with Transport.RetryAllMethods) are retried; the last response is returned as a response, a 503 included, and
-// every discarded response is drained so its connection is reused. Storm
-// control (see StormControl) keeps the retries of many requests failing at
-// once from overloading their host, and leaves a request alone on its host
-// to its own backoff.
+// One RoundTrip is one logical request. The caller's request is never modified
+// and its body is closed exactly once; only idempotent requests (or ones with
+// an Idempotency-Key or X-Idempotency-Key, ones that provably never left, or
+// any with Transport.RetryAllMethods) are retried; the last response is
+// returned as a response, a 503 included, and every discarded response is
+// drained so its connection is reused. Storm control (see StormControl) keeps
+// the retries of many requests failing at once from overloading their host, and
+// leaves a request alone on its host to its own backoff.
 //
 // Use it as an http.Client's Transport:
 //

@@ -20,15 +20,14 @@ func WithPolicy(ctx context.Context, p Policy) context.Context {
 }
 
 // WithoutRetries returns a copy of ctx under which requests are sent once,
-// never retried: WithPolicy with MaxRetries NoRetries. The outcome of the
-// one attempt is returned as it came (a transport error inside an *Error). When it was retryable, OnGiveUp gets
-// StopExhausted, or the reason the request could not have been sent again
-// anyway (StopNotReplayable, StopBodyTooLarge), which is looked at first.
-// Its body is not read ahead to be kept for retries: it streams to Base as
-// it is written, as without httpretry, so a body over MaxBufferedBody
-// reports StopExhausted rather than StopBodyTooLarge unless its
-// ContentLength already said it was too long, or MaxBufferedBody is
-// negative.
+// never retried: WithPolicy with MaxRetries NoRetries. The outcome of the one
+// attempt is returned as it came (a transport error inside an *Error). When it
+// was retryable, OnGiveUp gets StopExhausted, or the reason the request could
+// not have been sent again anyway (StopNotReplayable, StopBodyTooLarge), which
+// is looked at first. Its body is not read ahead to be kept for retries: it
+// streams to Base as it is written, as without httpretry, so a body over
+// MaxBufferedBody reports StopExhausted rather than StopBodyTooLarge unless its
+// ContentLength already said it was too long, or MaxBufferedBody is negative.
 func WithoutRetries(ctx context.Context) context.Context {
 	return WithPolicy(ctx, Policy{MaxRetries: NoRetries})
 }

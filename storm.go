@@ -33,23 +33,22 @@ const DefaultReleaseShare = 0.25
 // retry at a time, the oldest, spaced as a backoff over the probes failed
 // in a row, or by a Retry-After if sooner.
 //
-// So a held request that fails ends no later, and after no more attempts,
-// than with plain backoff; one that succeeds may take a step more, the
-// time it takes to learn that the host is back; none goes before a
-// Retry-After it was told ends, and one the server singled out (told a
-// Retry-After while the others' latest failures named none) is not held;
-// a hold that the deadline reaches returns the last outcome (see Error
-// for a body that could not be kept) with StopHostGate. "No later" has three measured exceptions: failures
-// of which only some carry a Retry-After, or which name different waits;
-// attempts that take longer than plain backoff's would have (a skipped
-// step stands for one of the request's own: one that hung, or went in a
-// burst's congestion, stands long); and, against a deadline, attempts
-// longer than any the host has failed before one of the request's own is
-// timed. A skipped step may also be one at which plain backoff's retry
-// would have found the host back (a host that flaps, or one that comes
-// back while a long attempt would still be out): the request then takes a
-// step more, or, if its steps left fail or the deadline comes first,
-// fails where plain backoff succeeds.
+// So a held request that fails ends no later, and after no more attempts, than
+// with plain backoff; one that succeeds may take a step more, the time it takes
+// to learn that the host is back; none goes before a Retry-After it was told
+// ends, and one the server singled out (told a Retry-After while the others'
+// latest failures named none) is not held; a hold that the deadline reaches
+// returns the last outcome (see Error for a body that could not be kept) with
+// StopHostGate. "No later" has three measured exceptions: failures of which
+// only some carry a Retry-After, or which name different waits; attempts that
+// take longer than plain backoff's would have (a skipped step stands for one of
+// the request's own: one that hung, or went in a burst's congestion, stands
+// long); and, against a deadline, attempts longer than any the host has failed
+// before one of the request's own is timed. A skipped step may also be one at
+// which plain backoff's retry would have found the host back (a host that
+// flaps, or one that comes back while a long attempt would still be out): the
+// request then takes a step more, or, if its steps left fail or the deadline
+// comes first, fails where plain backoff succeeds.
 //
 // The budget bounds, across hosts, the line's probes into hosts proven
 // down (see Budget). Only hosts with requests retrying have state: while
