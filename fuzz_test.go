@@ -28,8 +28,8 @@ import (
 // plain go test replays them; make fuzz runs each target for FUZZTIME.
 
 // FuzzParseRetryAfter: any Retry-After, any Date, any now. No panic, never a
-// negative wait, delta-seconds exact (saturating), decimal seconds within
-// the second above their whole seconds, and a date measured
+// negative wait, delta-seconds exact (saturating), decimal seconds exact
+// to the nanosecond above (saturating), and a date measured
 // against a parsable Date header does not depend on the local clock.
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, v := range []string{"", "0", "120", "-1", "1e9", "99999999999999999999", " 7 ", "1.5", "2.128", "9223372036.9",
@@ -66,11 +66,18 @@ func FuzzParseRetryAfter(f *testing.F) {
 			}
 		}
 		if whole, frac, dotted := strings.Cut(v, "."); dotted && whole != "" && frac != "" &&
-			strings.Trim(whole+frac, "0123456789") == "" { // decimal seconds: at least the whole seconds, under one more
-			secs, _ := new(big.Int).SetString(whole, 10)
-			low := new(big.Int).Mul(secs, big.NewInt(int64(time.Second)))
-			if !ok || low.Cmp(big.NewInt(math.MaxInt64)) < 0 && (big.NewInt(int64(wait)).Cmp(low) < 0 || int64(wait)-low.Int64() > int64(time.Second)) {
-				t.Fatalf("decimal seconds %q: %v, %v", v, wait, ok)
+			strings.Trim(whole+frac, "0123456789") == "" { // decimal seconds: exact, rounded up to the nanosecond, saturating
+			secs, _ := new(big.Rat).SetString(v)
+			ns := new(big.Rat).Mul(secs, big.NewRat(int64(time.Second), 1))
+			want := new(big.Int).Quo(ns.Num(), ns.Denom())
+			if !ns.IsInt() {
+				want.Add(want, big.NewInt(1))
+			}
+			if want.Cmp(big.NewInt(math.MaxInt64)) > 0 {
+				want.SetInt64(math.MaxInt64)
+			}
+			if !ok || int64(wait) != want.Int64() {
+				t.Fatalf("decimal seconds %q: %v, %v; want %v", v, wait, ok, time.Duration(want.Int64()))
 			}
 		}
 		if ok { // a cache's Age never lengthens the wait, nor makes it negative
