@@ -421,7 +421,9 @@ func TestPeerHugeRetryAfter(t *testing.T) {
 
 // TestPeerDeadlineAlways503: against a host that always answers 503, a
 // deadline shorter than the backoff returns the last 503 (body intact,
-// nil error) no later than the deadline.
+// nil error) no later than the deadline; when the deadline cut a retry
+// already at the server, the 503 before it (on a busy machine a retry sent
+// a moment before the deadline may not be answered in time).
 func TestPeerDeadlineAlways503(t *testing.T) {
 	t.Parallel()
 	p := Params{MaxRetries: 5, BaseDelay: 150 * time.Millisecond, MaxDelay: time.Second}
@@ -436,6 +438,9 @@ func TestPeerDeadlineAlways503(t *testing.T) {
 			body := readAll(resp)
 			n := len(srv.got())
 			wantBody := fmt.Sprintf("unavailable %d\n", n-1)
+			if late >= 0 && body == fmt.Sprintf("unavailable %d\n", n-2) {
+				wantBody = body // the deadline cut a retry the server had seen: the 503 before it is the answer
+			}
 			expect(t, sys.Name, err == nil && resp != nil && resp.StatusCode == 503 && body == wantBody && late < 200*time.Millisecond,
 				"%v after the deadline: %s %q (want %q) err=%v; %d attempts", late.Round(time.Millisecond), status(resp), body, wantBody, err, n)
 			if err != nil {
