@@ -55,9 +55,9 @@ type skipTimes struct {
 	drain time.Duration // that attempt's drain
 	// fit is what its next step's attempt, and its drain, are fitted to
 	// the deadline with; until one of its own attempts is timed, that
-	// attempt and each step it skipped count as the host's longest, so
-	// that a step is taken for its last too early rather than too late
-	// (see lastStep).
+	// attempt and each step it skipped count as the host's longest, and
+	// the drain counts as the longest a drain may take, so that a step is
+	// taken for its last too early rather than too late (see lastStep).
 	fit   time.Duration
 	floor time.Duration // the Retry-After its next step waits, while the host still says one
 }
@@ -70,7 +70,7 @@ func (h *host) skipTime(m *member) skipTimes {
 	if !m.took.timed {
 		s.fit = times(m.untimed+1, h.took.longest)
 	}
-	s.fit += m.drains.avg
+	s.fit += drainTimeout // the attempt plain backoff sends at the step may drain a body for as long as a drain may take, where the request's own drained none (a reset)
 	if h.saysWait {
 		s.floor = m.floor
 	}
