@@ -70,7 +70,9 @@ func (h *host) skipTime(m *member) skipTimes {
 	if !m.took.timed {
 		s.fit = times(m.untimed+1, h.took.longest)
 	}
-	s.fit += drainTimeout // the attempt plain backoff sends at the step may drain a body for as long as a drain may take, where the request's own drained none (a reset)
+	// The attempt plain backoff sends at the step may drain a body as long
+	// as a drain may take, where the request's own drained none (a reset).
+	s.fit += drainTimeout
 	if h.saysWait {
 		s.floor = m.floor
 	}
