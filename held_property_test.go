@@ -54,14 +54,44 @@ func TestHeldRequestEndsNoLaterThanWithoutStormControl(t *testing.T) {
 	}
 }
 
+// TestHeldRequestToldSomeRetryAftersKeepsItsLimits is the contract of a
+// request whose failures only sometimes carry a Retry-After, the
+// documented exception to rule 2: a held request may then end later, or
+// after an attempt more, than with plain backoff (the server told the two
+// runs different things), but never sends more than MaxRetries retries,
+// never goes before a Retry-After it was told ends, and never ends past
+// its deadline. L's failures say Retry-After in even seconds of the run
+// only, so that what the server says depends on when, not on how many.
+func TestHeldRequestToldSomeRetryAftersKeepsItsLimits(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	seeds := propertySeeds(400)
+	for seed := 1; seed <= seeds && !t.Failed(); seed++ {
+		c := drawHeldCase(uint64(seed))
+		c.lAlways, c.lRA, c.lRASome = true, max(c.lRA, 1), true
+		on := runHeldCase(t, c, StormControl{}, false)
+		if on.attempts > c.lPol.MaxRetries+1 {
+			t.Errorf("seed %d: %d attempts, MaxRetries %d: %v", seed, on.attempts, c.lPol.MaxRetries, on.sends)
+		}
+		if c.lDeadline > 0 && on.end > c.lDeadline {
+			t.Errorf("seed %d: ended at %v, past its deadline %v", seed, on.end, c.lDeadline)
+		}
+		for i, until := range on.toldUntil {
+			if i+1 < len(on.sends) && on.sends[i+1] < until {
+				t.Errorf("seed %d: attempt %d went at %v, before the Retry-After's end %v\n%v", seed, i+2, on.sends[i+1], until, on.events)
+			}
+		}
+	}
+}
+
 // heldOutcome is what became of L in one run.
 type heldOutcome struct {
-	end      time.Duration
-	attempts int
-	status   int
-	err      string
-	sends    []time.Duration
-	events   []string
+	end       time.Duration
+	attempts  int
+	status    int
+	err       string
+	sends     []time.Duration
+	toldUntil []time.Duration // per failure of L, when the Retry-After it carried ends; zero when none
+	events    []string
 }
 
 // heldCase is one random scenario: L's Policy, start and deadline, the
@@ -73,6 +103,7 @@ type heldCase struct {
 	lDeadline time.Duration
 	lAlways   bool // L always gets 503 (path-specific)
 	lRA       int  // L's 503s carry Retry-After: lRA (0: none)
+	lRASome   bool // only those in even seconds of the run do
 	lat       time.Duration
 	downs     [][2]time.Duration
 	nBg       int
@@ -160,10 +191,14 @@ func runHeldCase(t *testing.T, c heldCase, storm StormControl, lFast bool) (res 
 			at := time.Since(t0)
 			if isL {
 				if c.lAlways || c.down(at) {
-					resp := response(503, "x")
-					if c.lRA > 0 {
+					resp, until := response(503, "x"), time.Duration(0)
+					if c.lRA > 0 && (!c.lRASome || at/time.Second%2 == 0) {
 						resp.Header.Set("Retry-After", strconv.Itoa(c.lRA))
+						until = at + time.Duration(c.lRA)*time.Second
 					}
+					mu.Lock()
+					res.toldUntil = append(res.toldUntil, until)
+					mu.Unlock()
 					return resp, nil
 				}
 				return response(200, "ok"), nil

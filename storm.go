@@ -40,7 +40,8 @@ const DefaultReleaseShare = 0.25
 // latest failures named none) is not held; a hold that the deadline reaches
 // returns the last outcome (see Error for a body that could not be kept) with
 // StopHostGate. "No later" has three measured exceptions: failures of which
-// only some carry a Retry-After, or which name different waits; attempts that
+// only some carry a Retry-After, or which name different waits (then, rarely,
+// an attempt more too, within MaxRetries and the deadline); attempts that
 // take longer than plain backoff's would have (a skipped step stands for one of
 // the request's own: one that hung, or went in a burst's congestion, stands
 // long); and, against a deadline, attempts longer than any the host has failed
