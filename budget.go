@@ -9,9 +9,7 @@ import (
 
 // Defaults of a Budget whose fields are left at zero, as in Finagle's
 // RetryBudget and the AWS SDKs' retry quota: a retry for every two
-// requests, and ten a second besides. With the host gate on, once spent,
-// the budget stops the line's probes into hosts that are down
-// (docs/storm-control.md, rule 7, has the figures).
+// requests, and ten a second besides.
 const (
 	DefaultBudgetRatio   = 0.5 // tokens per request sent
 	DefaultBudgetReserve = 10  // tokens per second
@@ -30,20 +28,15 @@ const (
 // bucket is empty, spends nothing. So the bucket never goes below empty,
 // and a storm's retries leave no debt that refuses retries long after it.
 //
-// With the host gate on, it is asked only about the retries that go
-// between a held request's steps into a host proven down (see
-// StormControl) that has also failed its last 16 attempts in a row, while
-// another request to it is retrying: the line's probes, which plain
-// backoff never sends. One that finds less than one token waits in line
-// for the next. A retry at its request's own backoff's time is charged
-// when it goes into such a host, or to a host that answers, and never
-// refused: so the budget bounds, across hosts, what storm control adds to
-// a dead host's load, and never makes a request less successful than
-// plain backoff (docs/storm-control.md rule 7). With the host gate off, it
-// charges every retry and is asked about every one but that of the only
-// request of its Transport retrying: a retry that finds less than one
-// token is refused, and its request returns its last outcome at once,
-// with StopBudget.
+// It acts only with the host gate off (StormControl.NoHostGate), in its
+// place: it charges every retry and is asked about every one but that of
+// the only request of its Transport retrying; a retry that finds less
+// than one token is refused, and its request returns its last outcome at
+// once, with StopBudget. With the host gate on, the gate bounds each
+// host's retries, and a Budget its Storm names is neither asked nor
+// charged: no fleet figure of the storm simulator moved with it or
+// without it, and it could only refuse retries (docs/storm-control.md,
+// rule 7).
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
 // to bound them together. It must not be copied after first use, its
@@ -57,8 +50,7 @@ type Budget struct {
 	// DefaultBudgetReserve; negative means none.
 	Reserve float64
 	// Burst is the most tokens held. Zero or NaN means DefaultBudgetBurst;
-	// negative means none: with the host gate off only lone requests
-	// retry, and with it on the line never probes.
+	// negative means none: only lone requests retry.
 	Burst float64
 
 	short    atomic.Bool  // below Burst: requests sent earn tokens

@@ -71,47 +71,6 @@ func TestRetryThatGoesAtItsFirstLookIsNotReportedHeld(t *testing.T) {
 	}
 }
 
-// TestHoldRefusedProbeThatGoesAtOnceIsNotHeld (a review's find): a retry
-// is reported held only when it skipped a step or paused, and the
-// budget's refusal of the line's probe waits for nothing. A retry at its
-// step, first in line into a host proven down (17 failures, another
-// request's newer than its own news), is sent as the line's probe; the
-// budget (empty) refuses it, and at the next look, the same instant, its
-// step goes (its news of the host now stale). It skipped no step and
-// paused for nothing, and was reported held, with RetryEvent.Held the
-// look's time (here virtual 0; on a real clock, microseconds).
-func TestHoldRefusedProbeThatGoesAtOnceIsNotHeld(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{Storm: StormControl{Budget: &Budget{Burst: -1}}}
-		st := tr.ownStorm()
-		now := time.Now()
-		t1 := now.Add(-20 * time.Second)
-		m := st.failed("h.test", nil, failure{first: true, at: t1, sent: t1})
-		other := st.failed("h.test", nil, failure{first: true, at: t1.Add(time.Second), sent: t1.Add(time.Second)})
-		for i := range 15 { // the host's run reaches 17: proven down, the budget asked about probes
-			at := t1.Add(time.Duration(2+i) * time.Second)
-			st.failed("h.test", other, failure{at: at, sent: at})
-		}
-		m.policy = Policy{MaxRetries: 10, BaseDelay: time.Second, Jitter: JitterNone}
-		m.n = 1
-		req, _ := http.NewRequest(http.MethodGet, "http://h.test/", nil)
-		r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy}
-		held, stop := r.hold(context.Background(), now)
-		h := m.h
-		h.mu.Lock()
-		refused := !h.nextProbe.IsZero() // set only by refused
-		h.mu.Unlock()
-		if !refused || stop != StopNone || m.skipped != 0 || !time.Now().Equal(now) {
-			t.Fatalf("refused %v, stop %v, skipped %d, %v passed: the test did not reach its case", refused, stop, m.skipped, time.Since(now))
-		}
-		if held {
-			t.Errorf("a retry that went at its step at once, after the budget refused it as the line's probe, is reported held")
-		}
-		st.end(other, false)
-		st.end(m, false)
-	})
-}
-
 // TestHeldStepThatWentLaterThanItsNextBackoffIsFittedWithTheDriftItAdds
 // (a review's find):
 // a held request 300 ms ahead of plain backoff (drift, the drains of the

@@ -230,23 +230,6 @@ func (a *attemptTime) note(took time.Duration) {
 	a.longest, a.timed = max(a.longest, took), true
 }
 
-// charges reports whether a retry into the host at now is charged to the
-// budget (rule 7); with the gate off (a nil host), every retry is.
-func (h *host) charges(now time.Time) bool {
-	if h == nil {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.asksBudget(now) || !h.down() && len(h.members) > 1
-}
-
-// asksBudget reports whether the budget is asked about retries into the
-// host at now; run does not count a new state's down start. h.mu is held.
-func (h *host) asksBudget(now time.Time) bool {
-	return h.provenDown(now) && h.run >= downAfter && len(h.members) > 1
-}
-
 // down: no answer in downAfter attempts, or none yet (a state starts
 // down). h.mu is held.
 func (h *host) down() bool { return h.run >= downAfter || h.backAt.IsZero() }

@@ -292,20 +292,6 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 	}
 }
 
-func TestGateBudgetRefusalKeepsTheProbeInLine(t *testing.T) {
-	_, ms := failing(3)
-	h := ms[0].h
-	ms[0].policy = Policy{BaseDelay: 100 * time.Millisecond}
-	if held(h, ms[0], at(100)) || h.probing != ms[0] {
-		t.Fatal("setup: the oldest did not probe")
-	}
-	h.refused(ms[0], at(100))
-	if !ms[0].waiting || h.probing != nil || !h.nextProbe.Equal(at(150)) {
-		t.Errorf("after a refusal: waiting %v, probe out %v, next probe at %v; want it in line, none out, the next a pace later (150 ms)",
-			ms[0].waiting, h.probing != nil, h.nextProbe.Sub(t0))
-	}
-}
-
 func TestGatePauseOfFreshRequestsIsNotAGap(t *testing.T) {
 	_, ms := failing(3) // first attempts 1 ms apart
 	h := ms[0].h
@@ -483,58 +469,6 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 	}
 	if !h.ask(ms[2], false, at(10_000)) {
 		t.Errorf("not held once late failures made attempts look a minute long (%v): once proven, a host state stays proven", h.took.avg)
-	}
-}
-
-// TestRefusedProbeWaitsBeforeTheNext: with a Policy of nanosecond waits
-// and the budget empty, a probe the budget refused was due again at once,
-// and the held request polled in a loop without ever blocking.
-func TestRefusedProbeWaitsBeforeTheNext(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	ms := []*member{newMember(), newMember()}
-	for _, m := range ms {
-		s.failed("h", m, failure{first: true, at: at(0), sent: at(0)})
-		m.policy = Policy{BaseDelay: 1, MaxDelay: 1}
-	}
-	h := ms[0].h
-	now := at(50)
-	if !holdAt(h, ms[0], now) {
-		t.Fatal("setup: not held")
-	}
-	if send, _ := h.poll(ms[0], now, false); !send {
-		t.Fatal("setup: the oldest held did not probe once fresh requests stopped")
-	}
-	h.refused(ms[0], now)
-	if send, wake := h.poll(ms[0], now, false); send || !wake.Equal(now.Add(refusedProbeGap)) {
-		t.Errorf("after a refusal: send %v, wake at %v; want a wait of %v", send, wake.Sub(now), refusedProbeGap)
-	}
-}
-
-// TestHeldRequestAtItsOwnTimeIsNotRefused: a retry at its request's own
-// backoff's time into a host proven down is charged to the budget when
-// the budget holds a token, and never refused when it holds none.
-func TestHeldRequestAtItsOwnTimeIsNotRefused(t *testing.T) {
-	for _, tc := range []struct {
-		burst, wantTokens float64
-		wantSpent         int
-	}{{burst: 5, wantTokens: 4, wantSpent: 1}, {burst: -1, wantTokens: 0, wantSpent: 0}} {
-		budget := &Budget{Burst: tc.burst, Ratio: -1, Reserve: -1}
-		st := &stormState{budget: budget, hosts: newHostSet(DefaultReleaseShare)}
-		now, then := time.Now(), time.Now().Add(-time.Second)
-		other := st.failed("down", nil, failure{first: true, at: then, sent: then.Add(-time.Millisecond)})
-		var m *member
-		for i := range downAfter { // 1 ms failures in a row, a second ago: the host is down, and proven so
-			m = st.failed("down", m, failure{first: i == 0, at: then, sent: then.Add(-time.Millisecond)})
-		}
-		if !st.allows(m, now) {
-			t.Errorf("burst %v: refused a retry at its own backoff's time", tc.burst)
-		}
-		st.sent(m, now)
-		if got := budget.available(now); m.spent != tc.wantSpent || got != tc.wantTokens {
-			t.Errorf("burst %v: %d retries charged, %v tokens left; want %d, %v", tc.burst, m.spent, got, tc.wantSpent, tc.wantTokens)
-		}
-		st.end(other, false)
-		st.end(m, false)
 	}
 }
 

@@ -6,7 +6,7 @@ import "time"
 // each goes (docs/storm-control.md rules 2 to 5).
 
 // member is one retrying request of a host. h (set under the host set's
-// lock when it joins), policy, spent, paid, askBudget and ownSteps are
+// lock when it joins), policy, spent, paid and ownSteps are
 // used only by its request's goroutine; the rest is shared under h.mu.
 type member struct {
 	h                 *host
@@ -16,7 +16,6 @@ type member struct {
 	paid              bool          // its next retry's token was taken when the budget was asked
 	waiting, released bool          // held in line; let go by the line's credit
 	place                           // where it waits in line
-	askBudget         bool          // its retry goes between its steps into a host proven down: the budget is asked
 	fromLine          bool          // its latest retry went from the line: an answer earns its place back
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
@@ -162,8 +161,7 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	singled := m.floor > 0 && !others     // a Retry-After of its own named its time, the others' failures none
 	told := m.toldIn.Equal(h.outageStart) // an outage the host has since answered out of told it nothing of this one
 	if len(h.members) == 1 || singled || !down && !told {
-		m.askBudget = false // it goes at its own backoff's time, as plain backoff's would
-		return false
+		return false // it goes at its own backoff's time, as plain backoff's would
 	}
 	return true
 }
@@ -217,14 +215,14 @@ func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time
 	}
 	h.release(now)
 	if m.released {
-		m.released, m.askBudget, m.fromLine = false, false, true
+		m.released, m.fromLine = false, true
 		return true, time.Time{}
 	}
 	if m.ownWait { // only the host's answers bring its own step forward
 		return false, time.Time{}
 	}
 	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m, now)) {
-		m.waiting, m.askBudget, m.fromLine = false, false, len(h.members) > 1
+		m.waiting, m.fromLine = false, len(h.members) > 1
 		h.nudgeFirst(now)
 		return true, time.Time{}
 	}
@@ -240,7 +238,7 @@ func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time
 	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {
 		return false, next // a failure that recent told what a probe would
 	}
-	m.waiting, m.askBudget, m.fromLine, h.probing = false, h.asksBudget(now), true, m
+	m.waiting, m.fromLine, h.probing = false, true, m
 	return true, time.Time{}
 }
 
@@ -263,22 +261,6 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 // might have been answered. h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
 	return h.streak > 0 && m.floor == 0 && !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
-}
-
-// refusedProbeGap is the least wait before the next probe after the budget
-// refused one: with a Policy of nanosecond waits, a held retry would
-// otherwise ask the budget again and again without ever blocking.
-const refusedProbeGap = time.Millisecond
-
-// refused puts back in line the held m, whose retry the budget refused as
-// the line's probe; the next probe goes a pace later.
-func (h *host) refused(m *member, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	m.waiting, m.fromLine = true, false
-	if h.probing == m {
-		h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace, m.policy.Delay(1, 0, 0.5), refusedProbeGap))
-	}
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.

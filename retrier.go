@@ -42,7 +42,7 @@ func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 	st := t.storm()
 	if st.owner == t {
 		st.budget.countRequest()
-	} else if !t.Storm.NoBudget {
+	} else if t.Storm.budgeted() {
 		t.Storm.Budget.countRequest()
 	}
 	if t.MaxElapsed > 0 || st.timing() { // the first attempt's time, after its body was read
@@ -137,7 +137,7 @@ func (r *retrier) cutShort(now time.Time, d time.Duration) StopReason {
 	if stop := r.pastLimits(now.Add(d)); stop != StopNone {
 		return stop
 	}
-	if !r.st.allows(r.m, now) {
+	if !r.st.takes(r.m, now) {
 		return StopBudget
 	}
 	return StopNone

@@ -51,8 +51,8 @@ const DefaultReleaseShare = 0.25
 // request then takes a step more, or, if its steps left fail or the deadline
 // comes first, fails where plain backoff succeeds.
 //
-// The budget bounds, across hosts, the line's probes into hosts proven
-// down (see Budget). Only hosts with requests retrying have state: while
+// With the host gate off, a budget bounds retries across hosts instead
+// (see Budget). Only hosts with requests retrying have state: while
 // none has, a request pays a few atomic loads for storm control and no
 // lock; while some have, a request to another host pays a clock read and
 // a look-up without a lock. A host is the request's URL.Host as it is
@@ -61,7 +61,7 @@ const DefaultReleaseShare = 0.25
 // line's pace, a skipped step's time), its fine print and the figure
 // behind it.
 type StormControl struct {
-	// NoBudget turns the retry budget off.
+	// NoBudget turns the retry budget off; it acts only with NoHostGate.
 	NoBudget bool
 	// NoHostGate turns the host gate off: every retry waits its own
 	// backoff and no longer. The budget, unless NoBudget is set too, is
@@ -73,8 +73,9 @@ type StormControl struct {
 	// need); and it is spent at once by a burst failing together
 	// (bench/RESULTS.md: 0.5% of a blip's burst rescued).
 	NoHostGate bool
-	// Budget is a budget to share with other Transports; nil means one of
-	// this Transport's own with the default numbers.
+	// Budget is a budget to share with other Transports, used only with
+	// NoHostGate; nil means one of this Transport's own with the default
+	// numbers.
 	Budget *Budget
 	// ReleaseShare is the releases of held retries one answer of the host
 	// earns at most, halved by failures; while no fresh requests reach
@@ -87,8 +88,8 @@ type StormControl struct {
 // StormState is a snapshot of a Transport's storm control, for metrics.
 type StormState struct {
 	// BudgetTokens is the tokens the budget holds now, zero when it is
-	// off, never below: below 1 it refuses the retries it is asked about
-	// (see Budget).
+	// off (as with the host gate on), never below: below 1 it refuses the
+	// retries it is asked about (see Budget).
 	BudgetTokens float64
 	Hosts        int // hosts with requests retrying, zero when the host gate is off
 	Retrying     int // requests retrying
@@ -150,7 +151,7 @@ func (t *Transport) ownStorm() *stormState {
 // stored is ever used.
 func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 	c, st := t.Storm, &stormState{owner: t}
-	if !c.NoBudget {
+	if c.budgeted() {
 		st.budget = cmp.Or(c.Budget, &Budget{})
 	}
 	if !c.NoHostGate {
@@ -165,6 +166,11 @@ func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 	}
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
+
+// budgeted reports whether c's retries count against a budget: only with
+// the host gate off, as with it on no fleet figure moved with the budget
+// or without it (docs/storm-control.md, rule 7).
+func (c StormControl) budgeted() bool { return c.NoHostGate && !c.NoBudget }
 
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
@@ -205,17 +211,10 @@ func (st *stormState) timing() bool {
 	return st.hosts != nil && st.hosts.active.Load() > 0
 }
 
-// allows reports whether the budget lets m's retry start its wait at now:
-// with the host gate on, always, as the budget is asked only about the
-// line's probes (see hold); with it off, as it has a retry left.
-func (st *stormState) allows(m *member, now time.Time) bool {
-	return m.h != nil || st.takes(m, now)
-}
-
-// takes reports whether the budget lets m's retry go, asked at now, and
-// takes its token then, so that retries asked about at once cannot all
-// count on the same token; one never sent gives it back (see end). The
-// only request of its Transport retrying is not asked.
+// takes reports whether the budget, if any, lets m's retry go, asked at
+// now, and takes its token then, so that retries asked about at once
+// cannot all count on the same token; one never sent gives it back (see
+// end). The only request of its Transport retrying is not asked.
 func (st *stormState) takes(m *member, now time.Time) bool {
 	if st.budget == nil || st.retrying.Load() <= 1 {
 		return true
@@ -225,15 +224,15 @@ func (st *stormState) takes(m *member, now time.Time) bool {
 }
 
 // sent charges the budget for a retry of m's request sent at now: the
-// token taken when the budget was asked, or, when it was not, one it
-// holds if host.charges says the retry is charged.
+// token taken when the budget was asked, or, when it was not (the only
+// request retrying), one it holds, if any.
 func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
 	if m.paid {
 		m.paid, m.spent = false, m.spent+1
-	} else if m.h.charges(now) && st.budget.take(now) {
+	} else if st.budget.take(now) {
 		m.spent++
 	}
 }

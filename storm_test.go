@@ -748,68 +748,6 @@ func TestRetryAfterToSomeHoldsNoOneOnceTheHostAnswers(t *testing.T) {
 	}
 }
 
-// TestBudgetSparesAHostThatAnswers: twenty goroutines call four hosts that
-// are down, five each, and ten call a host that fails half its attempts
-// at random, all through one Transport. The dead hosts' retries spend the
-// budget; it does not refuse the flaky host's (when it did, its calls
-// succeeded 826 times of 900 over three seeds, off 886). With the gate
-// on, the budget refuses only the line's probes, so this holds by design.
-func TestBudgetSparesAHostThatAnswers(t *testing.T) {
-	t.Parallel() // virtual time only: runs beside the other simulations
-	var refused, calls int
-	drained := false
-	for seed := uint64(1); seed <= 3; seed++ {
-		synctest.Test(t, func(t *testing.T) {
-			rng, mu := rand.New(rand.NewPCG(seed, 3)), sync.Mutex{}
-			var tr *Transport
-			tr = &Transport{Random: seeded(seed), Policy: Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second},
-				OnGiveUp: func(e RetryEvent) {
-					mu.Lock()
-					defer mu.Unlock()
-					if e.Stop == StopBudget && e.Request.URL.Host == "flaky" {
-						refused++
-					}
-				},
-				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					time.Sleep(5 * time.Millisecond)
-					tokens := tr.StormState().BudgetTokens
-					mu.Lock()
-					defer mu.Unlock()
-					drained = drained || tokens < 1
-					if r.URL.Host != "flaky" || rng.Float64() < 0.5 {
-						return response(503, ""), nil
-					}
-					return response(200, ""), nil
-				})}
-			var wg sync.WaitGroup
-			for w := range 30 {
-				host := fmt.Sprintf("dead%d", w%4)
-				if w >= 20 {
-					host, calls = "flaky", calls+30
-				}
-				wg.Go(func() {
-					for range 30 {
-						if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://"+host+"/", nil)); err == nil {
-							resp.Body.Close()
-						}
-					}
-				})
-			}
-			wg.Wait()
-		})
-	}
-	// The budget asks only once 16 failures in a row have been seen: 0
-	// of 900 in five runs. When a state's start counted as 16 failures,
-	// a flaky host's first failure after a calm spell was asked (up to 10
-	// of 900 over 22 runs), and 70 when every retry was.
-	if !drained {
-		t.Fatal("the dead hosts' retries never drained the budget: the test shows nothing")
-	}
-	if refused > 2 {
-		t.Errorf("the budget refused %d of the flaky host's %d calls", refused, calls)
-	}
-}
-
 // meanLatency returns the mean time a run's requests took, in seconds.
 func meanLatency(res fleetResult) float64 {
 	var sum time.Duration
@@ -922,9 +860,11 @@ func roundTripH(t *testing.T, tr *Transport) {
 // TestCopyOfATransportInUseHasItsOwnStormControl: a Transport copied
 // after its first request, its Storm set to off, shared the original's
 // budget and lines: its Storm was ignored. Now a copy builds its own on
-// its first request, and the original keeps its own.
+// its first request, and the original keeps its own (here a budget, the
+// gate off).
 func TestCopyOfATransportInUseHasItsOwnStormControl(t *testing.T) {
-	tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: time.Millisecond}, Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
+	tr := &Transport{Policy: Policy{MaxRetries: 1, BaseDelay: time.Millisecond}, Storm: StormControl{NoHostGate: true},
+		Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return response(503, ""), nil })}
 	roundTripH(t, tr)
 	off := *tr
 	off.Storm = stormOff
@@ -945,8 +885,7 @@ func TestCopyOfATransportInUseHasItsOwnStormControl(t *testing.T) {
 // Its answers, from a Base of its own that reached a healthy server,
 // counted as the host answering the original, and the original's gate let
 // its requests go at their own backoff to a host that was down (a
-// review's find). Now the original's line stays held, and its budget
-// counts none of the copy's requests.
+// review's find). Now the original's line stays held.
 func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := &Transport{Policy: Policy{MaxRetries: 3, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: JitterNone},
@@ -960,8 +899,7 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 			})
 		}
 		synctest.Wait() // both have failed once, and wait
-		h, budget := down.ownStorm().hosts.snapshot()["h"], down.ownStorm().budget
-		budget.take(time.Now()) // short of a token: requests sent earn tokens, and are counted
+		h := down.ownStorm().hosts.snapshot()["h"]
 		healthy := *down
 		healthy.Base = roundTripFunc(func(*http.Request) (*http.Response, error) { return response(200, "ok"), nil })
 		for range 20 {
@@ -977,9 +915,6 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 		if streak != 0 || back {
 			t.Errorf("the original's host took the copy's 20 answers as its own: streak %d, back %v", streak, back)
 		}
-		if n := budget.requests.Load(); n != 0 {
-			t.Errorf("the original's budget counted %d of the copy's requests", n)
-		}
 		wg.Wait()
 	})
 }
@@ -992,7 +927,7 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 func TestCopySharingABudgetCountsInIt(t *testing.T) {
 	b := &Budget{}
 	ok := roundTripFunc(func(*http.Request) (*http.Response, error) { return response(200, "ok"), nil })
-	orig := &Transport{Storm: StormControl{Budget: b}, Base: ok}
+	orig := &Transport{Storm: StormControl{Budget: b, NoHostGate: true}, Base: ok}
 	roundTripH(t, orig)
 	b.take(time.Now()) // short of a token: requests sent earn tokens, and are counted
 	before, cp := b.requests.Load(), *orig
@@ -1097,10 +1032,10 @@ func BenchmarkRoundTripSuccessBesideAFailingHost(b *testing.B) {
 }
 
 // TestBudgetNeverRefusesAReleasedRetry: with the host gate on, the budget
-// is asked only about the line's probes, so a retry that storm control
-// held is let through once the host is back even when the budget has run
-// dry meanwhile (here spent by another Transport sharing it), and no
-// request ends with StopBudget.
+// is never asked, so a retry that storm control held is let through once
+// the host is back even when a Budget its Storm names has run dry
+// meanwhile (here spent by another Transport sharing it, the gate off),
+// and no request ends with StopBudget.
 func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		budget := &Budget{Burst: 5, Ratio: -1, Reserve: -1}
@@ -1122,7 +1057,7 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 				if e.Held > 0 {
 					held.Add(1)
 					mu.Lock()
-					least = min(least, tr.StormState().BudgetTokens) // as this retry went
+					least = min(least, budget.available(time.Now())) // as this retry went
 					mu.Unlock()
 				}
 			},
@@ -1149,10 +1084,10 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 				}
 			})
 		}
-		// Another Transport on the same budget drains it meanwhile: two
-		// requests retrying together (one alone on its host is not charged).
+		// Another Transport on the same budget, the gate off, drains it
+		// meanwhile: two requests retrying together.
 		time.Sleep(600 * time.Millisecond)
-		other := &Transport{Storm: StormControl{Budget: budget}, Policy: Policy{MaxRetries: 20, BaseDelay: -1},
+		other := &Transport{Storm: StormControl{Budget: budget, NoHostGate: true}, Policy: Policy{MaxRetries: 20, BaseDelay: -1},
 			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
 				time.Sleep(time.Millisecond)
 				return response(503, ""), nil
@@ -1193,53 +1128,6 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestEmptyBudgetStopsTheProbes: with its budget spent, a line of held
-// retries does not probe a host that is down: a refused probe waits in
-// line, and the requests send only the retries of their own backoff's
-// steps. The budget ends none of them: every retry it could refuse is one
-// that plain backoff never sends.
-func TestEmptyBudgetStopsTheProbes(t *testing.T) {
-	run := func(c StormControl) (retries int32, stops map[StopReason]int) {
-		stops = map[StopReason]int{}
-		synctest.Test(t, func(t *testing.T) {
-			var sent atomic.Int32
-			var mu sync.Mutex
-			tr := &Transport{
-				Random: seeded(4),
-				Storm:  c,
-				Policy: Policy{MaxRetries: 6, BaseDelay: 500 * time.Millisecond, MaxDelay: 8 * time.Second}, // steps far apart: the line probes between them
-				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					time.Sleep(time.Millisecond) // virtual: synctest's clock
-					if Attempt(r.Context()) > 1 {
-						sent.Add(1)
-					}
-					return response(503, ""), nil
-				}),
-				OnGiveUp: func(e RetryEvent) { mu.Lock(); stops[e.Stop]++; mu.Unlock() },
-			}
-			var wg sync.WaitGroup
-			for range 20 {
-				wg.Go(func() {
-					resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://down/", nil))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					resp.Body.Close()
-				})
-			}
-			wg.Wait()
-			retries = sent.Load()
-		})
-		return retries, stops
-	}
-	empty, stops := run(StormControl{Budget: &Budget{Burst: 1, Ratio: -1, Reserve: -1}})
-	full, _ := run(StormControl{NoBudget: true})
-	if empty >= full || stops[StopBudget] > 0 {
-		t.Errorf("%d retries sent with the budget spent, %d without it, stops %v; want fewer, the probes stopped, and none refused", empty, full, stops)
-	}
-}
-
 // TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl: a host
 // answers 503 with Retry-After: 1 for 4 s, then 200. A held request's life
 // is its own backoff as a Retry-After lengthens it, so storm control
@@ -1273,76 +1161,6 @@ func TestRetryAfterInAnOutageRescuesAsManyAsWithoutStormControl(t *testing.T) {
 				t.Errorf("seed %d, %d workers: %d rescued with storm control, %d without", seed, workers, on, off)
 			}
 		}
-	}
-}
-
-// TestBudgetSparesRetriesIntoAYoungOutage: in an outage younger than two
-// attempts' time, retries are sent as plain backoff's would be: the budget
-// is neither asked about nor charged for them. Into a proven outage it is
-// asked about the line's probes and charged for every retry, and
-// it charges, without asking, a retry to a host that answers. It neither
-// asks about nor charges the retries of a request alone on its host, nor
-// charges one into a host down that it does not ask about.
-func TestBudgetSparesRetriesIntoAYoungOutage(t *testing.T) {
-	now := time.Now()
-	young, proven := now.Add(150*time.Millisecond), now.Add(250*time.Millisecond)
-	// failed records n failures of m's request, created on the first, and
-	// one of another's when company is set; done ends both.
-	failed := func(st *stormState, n int, company bool) (m *member, done func()) {
-		st.retrying.Store(2) // another request of the Transport retries too
-		for range n {
-			m = st.failed("h", m, failure{first: true, at: now, sent: now.Add(-100 * time.Millisecond)})
-		}
-		var other *member
-		if company {
-			other = st.failed("h", nil, failure{first: true, at: now, sent: now.Add(-100 * time.Millisecond)})
-		}
-		return m, func() { st.end(m, false); st.end(other, false) }
-	}
-	// Whether a probe of the line is asked (host.asksBudget): a retry at
-	// its own backoff's time never is (TestHeldRequestAtItsOwnTimeIsNotRefused).
-	asks := func(m *member, now time.Time) bool {
-		m.h.mu.Lock()
-		defer m.h.mu.Unlock()
-		return m.h.asksBudget(now)
-	}
-	empty := &stormState{budget: &Budget{Burst: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	m, done := failed(empty, downAfter-1, true)
-	if inYoung, inProven := asks(m, young), asks(m, proven); inYoung || !inProven {
-		t.Errorf("the budget is asked %v in a young outage (want false), %v in a proven one (want true)", inYoung, inProven)
-	}
-	if !empty.allows(m, proven) {
-		t.Error("an empty budget refused a retry before its time: the gate decides then")
-	}
-	done()
-	if m, done = failed(empty, downAfter-2, true); asks(m, proven) {
-		t.Error("the budget is asked about a retry into a state that starts down, with one failure fewer than downAfter seen")
-	}
-	done()
-	if m, done = failed(empty, 2*downAfter, false); asks(m, proven) {
-		t.Error("the budget is asked about the retry of a request alone on its host")
-	}
-	done()
-	st := &stormState{budget: &Budget{Ratio: -1, Reserve: -1}, hosts: newHostSet(DefaultReleaseShare)}
-	m, done = failed(st, downAfter-1, true)
-	st.sent(m, young)
-	st.sent(m, proven)
-	if tokens := st.budget.available(proven); m.spent != 1 || tokens != DefaultBudgetBurst-1 {
-		t.Errorf("%d retries charged, %v tokens left; want only the one into the proven outage charged", m.spent, tokens)
-	}
-	m.h.run, m.h.backAt = 0, proven // the host answers
-	if st.sent(m, proven); m.spent != 2 {
-		t.Errorf("%d retries charged; want the one to a host that answers charged too", m.spent)
-	}
-	done()
-	m, done = failed(st, 2*downAfter, false)
-	if st.sent(m, proven); m.spent != 0 {
-		t.Errorf("%d retries charged of a request alone on its host; want none: the budget never refuses them", m.spent)
-	}
-	done()
-	m, _ = failed(st, 2, true) // a new state, proven by its age, three failures seen
-	if st.sent(m, proven); m.spent != 0 {
-		t.Errorf("%d retries charged into a host down that the budget is not asked about; want none", m.spent)
 	}
 }
 
@@ -1416,69 +1234,6 @@ func TestFirstBlipOnANoisyHostIsNotHeld(t *testing.T) {
 	}
 	if on > 1.15*off {
 		t.Errorf("p99 %.2f s with storm control, %.2f s without", on, off)
-	}
-}
-
-// TestBudgetSparesALoneSequentialClient: a dead host that drains the
-// budget does not starve a goroutine that calls another host one request
-// at a time, whether that host answers each call's third attempt or is
-// down too: a request alone on its host retries as with storm control
-// off. Each call's state is new, and starts down; two of its failures
-// are not an outage proven.
-func TestBudgetSparesALoneSequentialClient(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		answersAt int // the attempt of each call the lone host answers; 0: none
-	}{{"a host that answers each call's third attempt", 3}, {"a host that is down", 0}} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var mu sync.Mutex
-				stops := map[string]map[StopReason]int{"dead": {}, "lone": {}}
-				pol := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
-				// A small budget of its own, which the dead host's charged
-				// retries spend within the first second.
-				tr := &Transport{Random: seeded(1), Policy: pol, Storm: StormControl{Budget: &Budget{Burst: 10, Ratio: -1, Reserve: -1}},
-					OnGiveUp: func(e RetryEvent) {
-						mu.Lock()
-						defer mu.Unlock()
-						stops[e.Request.URL.Host][e.Stop]++
-					},
-					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-						time.Sleep(time.Millisecond)
-						if r.URL.Host == "lone" && Attempt(r.Context()) == tc.answersAt {
-							return response(200, ""), nil
-						}
-						return response(503, ""), nil
-					})}
-				end := time.Now().Add(6 * time.Second)
-				call := func(host string) {
-					if resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://"+host+"/", nil)); err == nil {
-						resp.Body.Close()
-					}
-				}
-				var wg sync.WaitGroup
-				for range 100 {
-					wg.Go(func() {
-						for time.Now().Before(end) {
-							call("dead")
-						}
-					})
-				}
-				time.Sleep(time.Second) // virtual: synctest's clock; the dead host drains the budget first
-				drained := false
-				for time.Now().Before(end) {
-					drained = drained || tr.StormState().BudgetTokens < 1
-					call("lone")
-				}
-				wg.Wait()
-				if !drained {
-					t.Fatal("the dead host never drained the budget: the test shows nothing")
-				}
-				if n := stops["lone"][StopBudget]; n > 0 {
-					t.Errorf("the budget refused %d retries of the lone client (stops %v)", n, stops["lone"])
-				}
-			})
-		})
 	}
 }
 
@@ -1592,13 +1347,22 @@ func downWithRetryAfter(start time.Time, back time.Duration, down func(time.Dura
 	})
 }
 
-// TestRetryAtItsOwnTimeSpendsTheSharedBudget: a retry at its own
-// backoff's time into a host that answers, while another request to it
-// retries, is charged to the Budget (host.charges), as Budget's doc and
-// the README say: it spends a token that another host's, or another
-// Transport's, test retries then lack (a review found the README said
-// only test retries spent it).
-func TestRetryAtItsOwnTimeSpendsTheSharedBudget(t *testing.T) {
+// TestBudgetActsOnlyWithTheHostGateOff: a Budget named in Storm is
+// neither asked nor charged while the host gate is on, as Budget's doc
+// says, and StormState shows no tokens; with the gate off, the same
+// requests spend two: /a's retry, asked while /b retries too, and /b's,
+// sent alone, which takes a token the bucket holds.
+func TestBudgetActsOnlyWithTheHostGateOff(t *testing.T) {
+	for _, tc := range []struct {
+		gateOff    bool
+		wantTokens float64
+	}{{false, 10}, {true, 8}} {
+		t.Run(fmt.Sprintf("gate off %v", tc.gateOff), func(t *testing.T) { budgetRun(t, tc.gateOff, tc.wantTokens) })
+	}
+}
+
+// budgetRun runs TestBudgetActsOnlyWithTheHostGateOff's requests.
+func budgetRun(t *testing.T, gateOff bool, wantTokens float64) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &Budget{Ratio: -1, Reserve: -1, Burst: 10}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -1607,7 +1371,7 @@ func TestRetryAtItsOwnTimeSpendsTheSharedBudget(t *testing.T) {
 			}
 			return response(503, ""), nil
 		})
-		tr := &Transport{Base: base, Storm: StormControl{Budget: b},
+		tr := &Transport{Base: base, Storm: StormControl{Budget: b, NoHostGate: gateOff},
 			Policy: Policy{MaxRetries: 1, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: JitterNone}}
 		get := func(path string, after time.Duration, pol Policy) {
 			time.Sleep(after) // virtual
@@ -1624,8 +1388,11 @@ func TestRetryAtItsOwnTimeSpendsTheSharedBudget(t *testing.T) {
 		long.BaseDelay, long.MaxDelay = time.Second, time.Second
 		wg.Go(func() { get("/b", 20*time.Millisecond, long) }) // retrying while /a's retry goes
 		wg.Wait()
-		if got := b.available(time.Now()); got != 9 {
-			t.Errorf("the Budget holds %v of 10 tokens; want 9: /a's retry at its own backoff's time, into a host that answers, charged", got)
+		if got := b.available(time.Now()); got != wantTokens {
+			t.Errorf("the Budget holds %v of 10 tokens; want %v", got, wantTokens)
+		}
+		if got, gateOn := tr.StormState().BudgetTokens, !gateOff; gateOn && got != 0 {
+			t.Errorf("StormState shows %v tokens with the gate on; want 0, no budget", got)
 		}
 	})
 }

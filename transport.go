@@ -91,15 +91,14 @@ const DefaultMaxRetryAfter = time.Minute
 //  9. Every response not returned is drained (up to 64 KiB, else closed
 //     unread) and closed, so its connection can be reused.
 //  10. Storm control, on by default (see StormControl), bounds what the
-//     retries of many requests do to a server: a retry budget, and a host
-//     gate that holds the retries of requests failing together and
-//     returns them at the pace the host answers. It never delays or
-//     refuses a first attempt, a request alone on its host waits exactly
-//     its own backoff, and a held request still sends its last retry when
-//     its own backoff would; with the host gate on, the budget only paces
-//     the line's probes, which plain backoff never sends. With the gate
-//     off, the budget alone may refuse any retry, a lone request's too,
-//     and a refused retry returns the last outcome at once (StopBudget).
+//     retries of many requests do to a server: a host gate that holds the
+//     retries of requests failing together and returns them at the pace
+//     the host answers, or, with the gate off, a retry budget. It never
+//     delays or refuses a first attempt, a request alone on its host
+//     waits exactly its own backoff, and a held request still sends its
+//     last retry when its own backoff would. The budget, in the gate's
+//     place, may refuse any retry, a lone request's too, and a refused
+//     retry returns the last outcome at once (StopBudget).
 //     A held request ends by the deadline or MaxElapsed as its own backoff
 //     would (StopDeadline, StopMaxElapsed), and a hold that reaches the
 //     deadline returns the last outcome then (StopHostGate). After a hold,
