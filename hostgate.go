@@ -106,6 +106,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.toldIn = h.outageStart
 	}
 	h.heard(m, f.at, true)
+	h.provenDown(f.at) // an outage proven stays so, whether or not a retry asked during it
 	if f.first {
 		h.noteFresh(f.at)
 	}

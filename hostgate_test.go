@@ -406,22 +406,31 @@ func answerAt(s *hostSet, h *host, ms, n int) {
 	}
 }
 
+// TestGateHoldsAtOnceWhenAProvenHostFailsAgain: an outage of 16 failures
+// that lasts two attempts' time is proven, whether a retry asked the gate
+// during it or the host only went on failing (when only an ask marked it,
+// the next outage was young or proven by who had asked when).
 func TestGateHoldsAtOnceWhenAProvenHostFailsAgain(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	ms := []*member{newMember(), newMember()}
-	for i := range downAfter { // an outage of 16 failures, attempts taking 100 ms
-		failAt(s, ms[i%2], i, 100*time.Millisecond)
-	}
-	h := ms[0].h
-	if !holdAt(h, ms[1], at(250)) {
-		t.Fatal("not held 250 ms into an outage of 100 ms attempts")
-	}
-	answerAt(s, h, 300, 16)    // back
-	for i := range downAfter { // shedding now
-		failAt(s, ms[0], 400+i, 100*time.Millisecond)
-	}
-	if !holdAt(h, ms[1], at(420)) {
-		t.Error("a retry into a host that fails again after a proven outage went unheld")
+	for _, asked := range []bool{true, false} {
+		s := newHostSet(DefaultReleaseShare)
+		ms := []*member{newMember(), newMember()}
+		for i := range downAfter { // an outage of 16 failures, attempts taking 100 ms
+			failAt(s, ms[i%2], i, 100*time.Millisecond)
+		}
+		h := ms[0].h
+		if asked && !holdAt(h, ms[1], at(250)) {
+			t.Fatal("not held 250 ms into an outage of 100 ms attempts")
+		}
+		if !asked {
+			failAt(s, ms[0], 250, 100*time.Millisecond) // still failing, 250 ms in
+		}
+		answerAt(s, h, 300, 16)    // back
+		for i := range downAfter { // shedding now
+			failAt(s, ms[0], 400+i, 100*time.Millisecond)
+		}
+		if !holdAt(h, ms[1], at(420)) {
+			t.Errorf("asked in the first outage %v: a retry into a host that fails again after a proven outage went unheld", asked)
+		}
 	}
 }
 
