@@ -39,7 +39,8 @@ const (
 // rule 7).
 //
 // Its zero value uses the defaults. Set one *Budget on several Transports
-// to bound them together. It must not be copied after first use, its
+// to bound them together; one with the host gate on neither spends from
+// it nor earns it tokens. It must not be copied after first use, its
 // fields must not change once it is in use, and it is safe for concurrent
 // use. While the bucket is full a request sent costs one atomic load.
 type Budget struct {

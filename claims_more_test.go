@@ -89,7 +89,7 @@ func TestStormStateWhileRequestsRetry(t *testing.T) {
 			if off {
 				wantHosts = 0
 			}
-			if s.Retrying != 3 || s.Hosts != wantHosts || s.Held > s.Retrying || !(s.BudgetTokens >= 0) {
+			if s.Retrying != 3 || s.Hosts != wantHosts || s.Held > s.Retrying || !(s.BudgetTokens >= 0) || !off && s.BudgetTokens != 0 {
 				t.Errorf("gate off %v: %+v", off, s)
 			}
 			cancel()

@@ -21,7 +21,8 @@ import (
 
 // TestConcurrentCallsKeepTheContract is a randomized property test of the
 // Transport's per-call contract for several concurrent calls through one
-// Transport with storm control on, under synctest's virtual clock. A
+// Transport with storm control on (one case in five a small budget in the
+// host gate's place), under synctest's virtual clock. A
 // scripted Base, drawn from a seeded source, answers each attempt with a
 // status (with or without Retry-After, bodies small or large, fast or
 // slow), a transport error or a delay; each call has its own start,
@@ -198,8 +199,8 @@ func propDrawCase(seed uint64) propCase {
 	if r.IntN(5) == 0 {
 		c.attemptTO = time.Duration(20+r.IntN(400)) * time.Millisecond
 	}
-	if r.IntN(5) == 0 {
-		c.storm.NoBudget = true
+	if r.IntN(5) == 0 { // the budget in the gate's place, small enough to refuse
+		c.storm = StormControl{NoHostGate: true, Budget: &Budget{Burst: float64(r.IntN(4)), Ratio: -1, Reserve: -1}}
 	}
 	if r.IntN(4) == 0 {
 		c.storm.ReleaseShare = []float64{0.1, 1, 4}[r.IntN(3)]

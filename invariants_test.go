@@ -62,18 +62,18 @@ type trafficSetup struct {
 func drawTrafficSetup(rint func(int) int, rnd func() float64) trafficSetup {
 	var s trafficSetup
 	switch rint(7) {
-	case 1:
-		s.storm.Budget = &Budget{Burst: float64(rint(20)), Reserve: 1, Ratio: 0.1}
+	case 1: // the budgets act only with the gate off
+		s.storm = StormControl{NoHostGate: true, Budget: &Budget{Burst: float64(rint(20)), Reserve: 1, Ratio: 0.1}}
 	case 2:
 		s.storm.ReleaseShare = rnd() * 3
 	case 3:
-		s.storm.Budget = &Budget{Burst: -1}
+		s.storm = StormControl{NoHostGate: true, Budget: &Budget{Burst: -1}}
 	case 4:
 		s.storm.ReleaseShare = math.Inf(1)
 	case 5:
-		s.storm.Budget = &Budget{Burst: math.Inf(1), Reserve: math.Inf(-1), Ratio: math.NaN()}
+		s.storm = StormControl{NoHostGate: true, Budget: &Budget{Burst: math.Inf(1), Reserve: math.Inf(-1), Ratio: math.NaN()}}
 	case 6:
-		s.storm.NoBudget = true
+		s.storm = StormControl{NoHostGate: true, NoBudget: true}
 	}
 	s.pol = Policy{MaxRetries: 1 + rint(8), BaseDelay: time.Duration(1+rint(300)) * time.Millisecond, MaxDelay: time.Duration(1+rint(3000)) * time.Millisecond, Jitter: Jitter(rint(4))}
 	if rint(3) == 0 {
@@ -333,8 +333,8 @@ func (c *trafficCall) checkStops(set trafficSetup) (problems []string) {
 			problems = append(problems, "StopMaxElapsed without MaxElapsed")
 		case e.Stop == StopCanceled && !c.canceled:
 			problems = append(problems, "StopCanceled without a cancel")
-		case e.Stop == StopBudget && set.storm.NoBudget:
-			problems = append(problems, "StopBudget with the budget off")
+		case e.Stop == StopBudget && !set.storm.budgeted():
+			problems = append(problems, "StopBudget with no budget")
 		}
 	}
 	return problems

@@ -605,7 +605,7 @@ func TestUntimedLifesEarlyLastRetryIsNotItsLast(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			off := runEarlyEnd(t, stormOff, tc.p, tc.deadline, 0, back, back, "")
-			for name, c := range map[string]StormControl{"on": {}, "on, no budget": {NoBudget: true}} {
+			for name, c := range map[string]StormControl{"on": {}} {
 				on := runEarlyEnd(t, c, tc.p, tc.deadline, 0, back, back, "")
 				if off.code == 200 && on.code != 200 {
 					t.Errorf("%s: L ended at %v with %v, attempts at %v; off: %d at %v, attempts at %v", name, on.end, on.err, on.sends, off.code, off.end, off.sends)
@@ -695,7 +695,7 @@ func TestUntimedLifeWithNoStepLeftSendsNoExtraRetry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			off := runEarlyEnd(t, stormOff, p, tc.deadline, tc.maxElapsed, 0, 45*time.Second, "")
-			for name, c := range map[string]StormControl{"on": {}, "on, no budget": {NoBudget: true}} {
+			for name, c := range map[string]StormControl{"on": {}} {
 				on := runEarlyEnd(t, c, p, tc.deadline, tc.maxElapsed, 0, 45*time.Second, "")
 				if len(on.sends) > len(off.sends) || on.end > off.end {
 					t.Errorf("%s: L ended at %v after %d attempts %v (%v); off: at %v after %d %v (%v)", name, on.end, len(on.sends), on.sends, on.err, off.end, len(off.sends), off.sends, off.err)

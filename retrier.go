@@ -38,7 +38,7 @@ func (t *Transport) elapsedFrom() time.Time {
 // at called (zero without MaxElapsed).
 func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 	// A copy's requests tell the original's storm control nothing (see
-	// storm), but count in a Budget the copy shares with it.
+	// storm), but count in a Budget the copy shares with it, the gate off.
 	st := t.storm()
 	if st.owner == t {
 		st.budget.countRequest()

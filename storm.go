@@ -15,7 +15,8 @@ const DefaultReleaseShare = 0.25
 
 // StormControl keeps the retries of many requests from making an outage
 // worse, and stays out of the way of a request that is alone on its host.
-// Its zero value is on; NoBudget and NoHostGate turn its parts off.
+// Its zero value is on: the host gate. NoHostGate turns the gate off and
+// puts a retry budget in its place; NoBudget turns that budget off.
 //
 // The model, per host: a retry that has waited its own backoff is held
 // only while another request to the host is retrying and the host is
@@ -125,7 +126,7 @@ type stormState struct {
 // until then its requests, sent and answered, are not counted in the
 // original's (a copy whose Base reached a healthy server made the
 // original's gate take a host down for one answering), only in the Budget
-// its Storm names, if any.
+// its Storm names, if any, with the gate off.
 func (t *Transport) storm() *stormState {
 	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
 		return (*stormState)(p)

@@ -155,7 +155,7 @@ func stressRun(t *testing.T, seed uint64) {
 	t2 := *t1 // a copy, made while none of t1's requests runs
 	t2.Storm.ReleaseShare = 0.5
 	shared := &Budget{Burst: []float64{0, 5, 1, -1}[rng.n(4)]}
-	t3 := mk(StormControl{Budget: shared})
+	t3 := mk(StormControl{Budget: shared, NoHostGate: true})
 	t4 := mk(StormControl{Budget: shared, NoHostGate: rng.n(3) == 0})
 	trs := []*Transport{t1, &t2, t3, t4}
 

@@ -110,11 +110,11 @@ const DefaultMaxRetryAfter = time.Minute
 //     A copy, even of a Transport used before, is a Transport of its own:
 //     its storm control is built from its own Storm, at the latest by its
 //     first failed attempt, and before that its requests count in no
-//     other's, only in the Budget its Storm names (set Storm.Budget to
-//     share a budget). Copy it while none of its requests is running: its
-//     first request, and a copy's first failed attempt, set the pointer to
-//     that state, and a copy made at that moment races with them (the
-//     race detector says so).
+//     other's, only in the Budget its Storm names (set Storm.Budget, with
+//     Storm.NoHostGate, to share a budget). Copy it while none of its
+//     requests is running: its first request, and a copy's first failed
+//     attempt, set the pointer to that state, and a copy made at that
+//     moment races with them (the race detector says so).
 //
 // Every field's zero value means its default.
 type Transport struct {

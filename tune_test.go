@@ -13,7 +13,7 @@ import (
 // TestTuneFleet prints the simulator's scenarios with storm control on and
 // off; set HTTPRETRY_TUNE=1 to run it, HTTPRETRY_TUNE_ONLY to run one
 // scenario, HTTPRETRY_TUNE_SEED to draw another run of each, and
-// HTTPRETRY_TUNE_ROWS (on, off, gate) to run only one setting. Where both
+// HTTPRETRY_TUNE_ROWS (on, off) to run only one setting. Where both
 // on and off ran, it fails a scenario in which storm control rescues a
 // point less than plain backoff, or sends more into the outage.
 func TestTuneFleet(t *testing.T) {
@@ -65,7 +65,7 @@ func TestTuneFleet(t *testing.T) {
 		for _, v := range []struct {
 			name string
 			c    StormControl
-		}{{"on", StormControl{}}, {"off", stormOff}, {"gate", StormControl{NoBudget: true}}} {
+		}{{"on", StormControl{}}, {"off", stormOff}} {
 			if onlyRow == "" || onlyRow == v.name {
 				rows[v.name] = runFleet(t, sc, v.c).metrics()
 			}

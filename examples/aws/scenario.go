@@ -172,7 +172,7 @@ func (l *lab) scenario() (*summary, error) {
 // multiply sends one GetObject to an endpoint that always answers 503,
 // first with the SDK's standard retryer (3 attempts) on top of httpretry
 // (1+3 attempts), then with httpretry alone. Each transport is new, so
-// that the retry budget and host gate of one do not act on the other.
+// that the host gate of one does not act on the other.
 func (l *lab) multiply() (both, alone *result) {
 	hot := On(http.MethodGet, "/"+bucket+"/hot")
 	l.front.Always(hot, Unavailable)
