@@ -216,6 +216,29 @@ func TestGateHoldsARetryToldToWaitWhileDown(t *testing.T) {
 	}
 }
 
+// TestGateLetsARetryTheServerSingledOutGo: a request told a Retry-After
+// of its own while the others' latest failures named none is not held,
+// though the host is proven down: the server named its time, and it waits
+// that (StormControl's "singled out"). Told the same among others told
+// one too, it is held.
+func TestGateLetsARetryTheServerSingledOutGo(t *testing.T) {
+	for _, othersTold := range []bool{false, true} {
+		s := newHostSet(DefaultReleaseShare)
+		a, b := newMember(), newMember()
+		var floor time.Duration
+		if othersTold {
+			floor = time.Second
+		}
+		for i := range downAfter { // a proven outage: 16 failures of b's, attempts taking 100 ms
+			s.failed("h", b, failure{first: i == 0, at: at(i), sent: at(i).Add(-100 * time.Millisecond), floor: floor})
+		}
+		s.failed("h", a, failure{first: true, at: at(300), sent: at(200), floor: time.Second})
+		if got := a.h.ask(a, false, at(400)); got != othersTold {
+			t.Errorf("others told a Retry-After %v: held %v, want %v", othersTold, got, othersTold)
+		}
+	}
+}
+
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
