@@ -1043,8 +1043,7 @@ func TestBudgetNeverRefusesAReleasedRetry(t *testing.T) {
 		var held, refused, lifeOver atomic.Int32
 		var mu sync.Mutex
 		least := 1.0
-		var tr *Transport
-		tr = &Transport{
+		tr := &Transport{
 			Random: seeded(9),
 			Storm:  StormControl{Budget: budget},
 			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
