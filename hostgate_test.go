@@ -239,6 +239,77 @@ func TestGateLetsARetryTheServerSingledOutGo(t *testing.T) {
 	}
 }
 
+// TestGateNudgesTheHeldAnEventMayLetGo: a held retry sleeps until its
+// next step or wake unless nudged, so each event that may let a held
+// retry go between its steps nudges it: without the nudge, it waits out
+// its timer (a screen that switched each nudge off found no other test
+// that failed).
+func TestGateNudgesTheHeldAnEventMayLetGo(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		prep  func(s *hostSet, h *host, ms []*member)
+		event func(s *hostSet, h *host, ms []*member)
+		want  []bool // ms[1], ms[2] nudged
+	}{
+		{"an answer that ends an outage: every held retry", nil, func(s *hostSet, h *host, _ []*member) {
+			h.answered(at(6), nil, true, s.share, time.Time{})
+		}, []bool{true, true}},
+		{"a release: the next oldest, which may now probe", nil, func(_ *hostSet, h *host, _ []*member) {
+			h.credit = 1
+			h.release(at(6))
+		}, []bool{true, true}},
+		{"an abandon: the next oldest", nil, func(_ *hostSet, h *host, ms []*member) {
+			h.abandon(ms[1], at(6))
+		}, []bool{false, true}},
+		{"a failure without Retry-After after one with: the oldest", func(s *hostSet, _ *host, ms []*member) {
+			s.failed("h", ms[0], failure{at: at(4), floor: time.Second})
+		}, func(s *hostSet, _ *host, ms []*member) {
+			s.failed("h", ms[0], failure{at: at(6)})
+		}, []bool{true, false}},
+		{"fresh requests coming closer together: the oldest", func(_ *hostSet, h *host, _ []*member) {
+			h.gap, h.lastFresh = 10*time.Millisecond, at(5)
+		}, func(_ *hostSet, h *host, _ []*member) {
+			h.noteFresh(at(7))
+		}, []bool{true, false}},
+		{"an answer longer than the one before: the oldest", nil, func(s *hostSet, h *host, ms []*member) {
+			h.answered(at(6), nil, true, s.share, at(5)) // back, in 1 ms: every held retry nudged
+			drainNudge(ms[1])
+			drainNudge(ms[2])
+			h.answered(at(9), nil, true, s.share, at(7)) // in 2 ms
+		}, []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ms := failing(3)
+			h := ms[0].h
+			if tc.prep != nil {
+				tc.prep(s, h, ms)
+			}
+			for _, m := range ms[1:] {
+				if !held(h, m, at(5)) {
+					t.Fatal("setup: not held")
+				}
+				drainNudge(m)
+			}
+			tc.event(s, h, ms)
+			for i, m := range ms[1:] {
+				if got := drainNudge(m); got != tc.want[i] {
+					t.Errorf("ms[%d] nudged %v, want %v", i+1, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// drainNudge reports whether m has a nudge pending, and takes it.
+func drainNudge(m *member) bool {
+	select {
+	case <-m.wake:
+		return true
+	default:
+		return false
+	}
+}
+
 func TestGateAbandonGivesAnUnusedReleaseBack(t *testing.T) {
 	s, ms := failing(3)
 	h := ms[0].h
