@@ -72,7 +72,7 @@ type StormControl struct {
 	// once that host's retries, or other Transports sharing the Budget,
 	// have spent it (a dead host's retries then spend what a flaky host's
 	// need); and it is spent at once by a burst failing together
-	// (bench/RESULTS.md: 0.5% of a blip's burst rescued).
+	// (bench/RESULTS.md: 0.5-1.0% of a blip's burst rescued).
 	NoHostGate bool
 	// Budget is a budget to share with other Transports, used only with
 	// NoHostGate; nil means one of this Transport's own with the default
