@@ -552,14 +552,17 @@ func TestBurstAfterABlip(t *testing.T) {
 // proven (the host's state two attempts' time old), they finish within
 // 1.25x of off's median in both (1.55 s and 1.28 s), and the last no
 // later (a tenth of a second of slack with 500 ms, where off's is 2.01 s
-// and storm control's the same).
+// and storm control's the same). With 200 ms, the grace after a step that
+// found the host down (rule 5) now holds the median to plain backoff's
+// (1.32 s against 1.36 s); without it, 1.46 s, which rule 8's 1.25x
+// allowed, so the bound is 1.05x.
 func TestBurstAgainstASlowServer(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, tc := range []struct {
 		latency               time.Duration
 		medianRatio, lastLate float64 // bounds: median ÷ off's, last − off's in seconds
 	}{
-		{200 * time.Millisecond, 1.25, 0},
+		{200 * time.Millisecond, 1.05, 0},
 		{500 * time.Millisecond, 1.25, 0.1},
 	} {
 		var p50On, p50Off, lastOn, lastOff float64
