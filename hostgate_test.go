@@ -273,8 +273,8 @@ func TestGateNudgesTheHeldAnEventMayLetGo(t *testing.T) {
 		}, []bool{true, false}},
 		{"an answer longer than the one before: the oldest", nil, func(s *hostSet, h *host, ms []*member) {
 			h.answered(at(6), nil, true, s.share, at(5)) // back, in 1 ms: every held retry nudged
-			drainNudge(ms[1])
-			drainNudge(ms[2])
+			nudged(ms[1])
+			nudged(ms[2])
 			h.answered(at(9), nil, true, s.share, at(7)) // in 2 ms
 		}, []bool{true, false}},
 	} {
@@ -288,25 +288,15 @@ func TestGateNudgesTheHeldAnEventMayLetGo(t *testing.T) {
 				if !held(h, m, at(5)) {
 					t.Fatal("setup: not held")
 				}
-				drainNudge(m)
+				nudged(m)
 			}
 			tc.event(s, h, ms)
 			for i, m := range ms[1:] {
-				if got := drainNudge(m); got != tc.want[i] {
+				if got := nudged(m); got != tc.want[i] {
 					t.Errorf("ms[%d] nudged %v, want %v", i+1, got, tc.want[i])
 				}
 			}
 		})
-	}
-}
-
-// drainNudge reports whether m has a nudge pending, and takes it.
-func drainNudge(m *member) bool {
-	select {
-	case <-m.wake:
-		return true
-	default:
-		return false
 	}
 }
 
