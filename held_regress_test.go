@@ -322,10 +322,10 @@ func TestRetryAfterDoesNotHoldPastPlainBackoff(t *testing.T) {
 // attempts where plain backoff sends 5, or ended 0.7 s later (22 of 40
 // seeds). Counting the drains in the life's steps fixed that, but a first
 // slow drain then put every later step of a life of fast ones late (0.78
-// of 960 runs ended 50-400 ms after plain backoff): drains now fit a life
-// to the deadline, and its steps are timed by the attempts alone. "L
-// first" starts L before the others, so that its first attempt is not
-// timed: its drain was then not counted either, and its life fitted steps
+// of 960 runs ended 50-400 ms after plain backoff): drains fit a life to
+// the deadline, and its steps count a drain only as long as the latest of
+// another request's, here none. "L first" starts L before the others, so
+// that its first attempt is not timed: its drain was then not counted either, and its life fitted steps
 // that plain backoff, draining, never reaches (a differential hunt: 91 of
 // 3,000 seeds late, by up to 2.56 s).
 func TestSlowErrorBodiesCountInALifesSteps(t *testing.T) {

@@ -130,17 +130,18 @@ type heldStep struct {
 func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor, s.u))) }
 
 // nextStep skips the step that came at at, which counts as a retry sent
-// that failed as long as its own attempts take, and returns the next,
+// that failed as long as its own attempts take, its response drained as
+// the host's latest (see skipTimes.stepDrain), and returns the next,
 // which waits at least the Retry-After the request was told last while
 // the host still says one.
 func (r *retrier) nextStep(at time.Time) heldStep {
 	skip := r.m.h.skipTime(r.m)
-	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain
+	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
 	if !skip.took.timed {
 		r.m.untimed++
 	}
 	own, u := r.stepWait(0, skip.floor, true)
-	s := heldStep{from: at.Add(skip.took.avg), own: own, floor: skip.floor, u: u}
+	s := heldStep{from: at.Add(skip.took.avg + skip.stepDrain), own: own, floor: skip.floor, u: u}
 	r.prev = s.at().Sub(s.from)
 	return s
 }

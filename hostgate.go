@@ -54,6 +54,8 @@ type host struct {
 	outageStart         time.Time     // the first failure of the outage under way
 	proven              bool          // an outage of it has been proven (see provenDown)
 	took                attemptTime   // how long its failed attempts take
+	drain, othersDrain  time.Duration // how long its latest failed response took to drain; the latest of a request other than drainedBy's
+	drainedBy           *member       // the request of the latest
 	answerTook          time.Duration // how long its latest timed answer took
 	backAt              time.Time     // when it last answered after being down
 	lastFresh           time.Time     // the latest first attempt
@@ -214,6 +216,24 @@ func (h *host) flowEnd() time.Time {
 
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
+
+// drained records that a failed response of m's took d to drain. h.mu
+// is held.
+func (h *host) drained(m *member, d time.Duration) {
+	if h.drainedBy != m {
+		h.othersDrain = h.drain
+	}
+	h.drain, h.drainedBy = d, m
+}
+
+// drainOfOthers returns how long the latest failed response of a request
+// other than m took to drain. h.mu is held.
+func (h *host) drainOfOthers(m *member) time.Duration {
+	if h.drainedBy == m {
+		return h.othersDrain
+	}
+	return h.drain
+}
 
 // attemptTime is a running average of the time failed attempts take, and
 // the longest.

@@ -52,6 +52,12 @@ func (m *member) nudge() {
 type skipTimes struct {
 	took  attemptTime   // an attempt of its own: none until one is timed, so that a step comes no later than plain backoff's
 	drain time.Duration // that attempt's drain
+	// stepDrain is the part of drain that the step's time counts: no more
+	// than the latest drain of another request's response to the host, so
+	// that steps keep to plain backoff's, which drains each failure before
+	// its wait, and one slow drain of its own puts no later step late; the
+	// rest counts in its drift, which fits it to the deadline.
+	stepDrain time.Duration
 	// fit is what its next step's attempt, and its drain, are fitted to
 	// the deadline with; until one of its own attempts is timed, that
 	// attempt and each step it skipped count as the host's longest, and
@@ -65,7 +71,7 @@ type skipTimes struct {
 func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := skipTimes{took: m.took, drain: m.drains.avg, fit: m.took.avg}
+	s := skipTimes{took: m.took, drain: m.drains.avg, stepDrain: min(m.drains.avg, h.drainOfOthers(m)), fit: m.took.avg}
 	if !m.took.timed {
 		s.fit = times(m.untimed+1, h.took.longest)
 	}
