@@ -2,7 +2,11 @@ package httpretry
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -34,5 +38,68 @@ func TestHeldLastRetryGoesNoEarlierThanPlainBackoffsWithSlowErrorBodies(t *testi
 	}
 	if on.code != 200 {
 		t.Errorf("held L failed (%d, sends %v) where plain backoff succeeded (sends %v)", on.code, on.sends, off.sends)
+	}
+}
+
+// TestHeldStepToldARetryAfterKeepsPlainBackoffsTimeline: 20 requests start
+// 50 ms apart into an outage whose every 503 says Retry-After: 2, and the
+// host is back at 6.5 s. A retry the line let go between steps, told a
+// Retry-After that outlasts its next step, counted as that step sent early,
+// though it followed the step skipped before it closely: every later step
+// came up to a whole wait early, and the last went before the host's
+// return, where plain backoff's found it back (931 of 3,000 requests
+// succeeded in a review, against plain backoff's 1,060).
+func TestHeldStepToldARetryAfterKeepsPlainBackoffsTimeline(t *testing.T) {
+	const n = 20
+	upAt := 6500 * time.Millisecond
+	run := func(c StormControl) (codes [n]int, sends [n][]time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			t0 := time.Now()
+			var mu sync.Mutex
+			tr := &Transport{Storm: c, Random: goroutineRandom(1),
+				Policy: Policy{MaxRetries: 3, BaseDelay: 16 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: JitterNone},
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					at := time.Since(t0)
+					i, _ := strconv.Atoi(r.Header.Get("X-I"))
+					mu.Lock()
+					sends[i] = append(sends[i], at)
+					mu.Unlock()
+					time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
+					if at >= upAt {
+						return response(200, ""), nil
+					}
+					resp := response(503, "")
+					resp.Header.Set("Retry-After", "2")
+					return resp, nil
+				})}
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					time.Sleep(time.Duration(i) * 50 * time.Millisecond) // virtual: synctest's clock
+					req := httptest.NewRequest("GET", "http://h/", nil)
+					req.Header.Set("X-I", strconv.Itoa(i))
+					if resp, err := tr.RoundTrip(req); err == nil {
+						codes[i] = resp.StatusCode
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+		})
+		return codes, sends
+	}
+	onCodes, onSends := run(StormControl{})
+	offCodes, offSends := run(stormOff)
+	rescued := 0
+	for i := range n {
+		if offCodes[i] == 200 {
+			rescued++
+		}
+		if offCodes[i] == 200 && onCodes[i] != 200 {
+			t.Errorf("request %d: held, %d after attempts at %v; plain backoff 200 after %v", i, onCodes[i], onSends[i], offSends[i])
+		}
+	}
+	if rescued == 0 {
+		t.Fatalf("plain backoff rescued none: the scenario must let it succeed")
 	}
 }

@@ -136,7 +136,9 @@ func planHeld(t *testing.T, d, late, drawn time.Duration, ra int, u float64, lef
 // held request against plain backoff's on the same outcome. Plain
 // backoff's attempt failed at now-late+d (the held step was due at now-late,
 // plain's d after it); it retries iff its wait, max(drawn, spread), ends
-// before the deadline. plan must never start a wait that ends at or past
+// before the deadline. The held request waits its own backoff from its
+// step, and a Retry-After from now, or from a step that went early, up to
+// plain backoff's next retry (see toldWait). plan must never start a wait that ends at or past
 // the deadline (its own, or plain backoff's: a retry more), and must not
 // stop where both its own wait and plain backoff's end inside.
 func TestPlanAgainstPlainBackoffGrid(t *testing.T) {
@@ -158,6 +160,9 @@ func TestPlanAgainstPlainBackoffGrid(t *testing.T) {
 							}
 							plainEnd := -late + d + max(drawn, spread) // from now
 							heldEnd := max(max(drawn-late, 0), spread)
+							if ra > 0 { // waited from the step when it went early, up to plain backoff's next
+								heldEnd = max(heldEnd, min(spread-min(late, 0), plainEnd))
+							}
 							wait, stop, _ := planHeld(t, d, late, drawn, ra, u, left)
 							plainRetries := plainEnd < left
 							heldFits := heldEnd < left

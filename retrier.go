@@ -87,8 +87,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	// A held request's step that went late waits that much less of its own
 	// backoff, and one that went early that much more, as plain backoff
-	// waits from the step; a Retry-After is waited whole from now, and
-	// what it brings forward of plain backoff's next step counts in drift.
+	// waits from the step (see toldWait for a Retry-After).
 	drawn := r.pol.Delay(k, r.prev, r.random())
 	wait, late := max(drawn-r.m.late, 0), r.m.late
 	r.m.late = 0
@@ -96,9 +95,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return 0, stop
 	}
 	plain := drawn
-	if hasFloor { // a Retry-After is waited whole
-		spread := spreadUp(floor, r.random())
-		wait, plain = max(wait, spread), max(drawn, spread)
+	if hasFloor {
+		wait, plain = r.toldWait(wait, drawn, late, spreadUp(floor, r.random()))
 	}
 	r.m.drift += plain - late - wait // its next step is that much before plain backoff's
 	if stop := r.cutShort(now, wait); stop != StopNone {
@@ -106,6 +104,22 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	}
 	r.prev, r.floor = plain, floor // decorrelated jitter grows from plain backoff's wait
 	return wait, StopNone
+}
+
+// toldWait returns the wait before the next retry of a request told to
+// wait spread, whose own wait is wait (drawn, less how late its step
+// went), and plain backoff's. The Retry-After is waited whole from now;
+// after a step that went early, from the step, where plain backoff's
+// attempt went and was told it, but no later than plain backoff's next
+// step (drift included). Waited from an early send, a retry between steps
+// that stood for its next step (see heldWait) put every later step early,
+// the last before plain backoff's: 931 of 3,000 requests rescued against
+// 1,060 in a review's outage. What the wait still brings forward of plain
+// backoff's next step counts in drift.
+func (r *retrier) toldWait(wait, drawn, late, spread time.Duration) (time.Duration, time.Duration) {
+	plain := max(drawn, spread)
+	fromStep := min(spread-min(late, 0), plain-late+r.m.drift)
+	return max(wait, spread, fromStep), plain
 }
 
 // planClosing is plan, closing resp's body on the way out when Random,

@@ -50,13 +50,13 @@ const DefaultReleaseShare = 0.25
 // which plain backoff's retry would have found the host back (a host that
 // flaps, or one that comes back while a long attempt would still be out): the
 // request then takes a step more, or, if its steps left fail or the deadline
-// comes first, fails where plain backoff succeeds. Two known cases run a held
-// request's steps ahead of plain backoff's, so that its last step can go while
-// the host is still down where plain backoff's, later, finds it back: failures
-// whose bodies are slow to drain (plain backoff waits each drain out; a skipped
-// step does not), and a retry let go between steps that is told a Retry-After
-// outlasting its next step (it counts as that step, sent early, though it may
-// follow a skipped step closely).
+// comes first, fails where plain backoff succeeds. A skipped step counts the
+// drain of the host's latest failed response (no more than the request's
+// own), and a Retry-After told to a retry that stood for a later step is
+// waited from that step, as plain backoff, whose attempt went then, waits it:
+// so a held request's steps keep to plain backoff's when error bodies are
+// slow, or every failure says the same Retry-After, at the cost of ending
+// later when the host stops saying it meanwhile (the first exception).
 //
 // With the host gate off, a budget bounds retries across hosts instead
 // (see Budget). Only hosts with requests retrying have state: while

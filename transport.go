@@ -96,10 +96,10 @@ const DefaultMaxRetryAfter = time.Minute
 //     the host answers, or, with the gate off, a retry budget. It never
 //     delays or refuses a first attempt, a request alone on its host
 //     waits exactly its own backoff, and a held request still sends its
-//     last retry, no later than its own backoff would (earlier in two
-//     known cases: see StormControl). The budget, in the gate's
-//     place, may refuse any retry, a lone request's too, and a refused
-//     retry returns the last outcome at once (StopBudget).
+//     last retry when its own backoff would (StormControl says how far
+//     either way, and when). The budget, in the gate's place, may refuse
+//     any retry, a lone request's too, and a refused retry returns the
+//     last outcome at once (StopBudget).
 //     A held request ends by the deadline or MaxElapsed as its own backoff
 //     would (StopDeadline, StopMaxElapsed), and a hold that reaches the
 //     deadline returns the last outcome then (StopHostGate). After a hold,
