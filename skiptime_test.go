@@ -1,0 +1,56 @@
+package httpretry
+
+import (
+	"testing"
+	"time"
+)
+
+// What a held request's skipped step stands for (skipTimes), with the
+// time passed in.
+
+// TestSkippedStepDrainsAsTheOthersLatestResponse: a skipped step counts in
+// its time the drain of the latest failed response of another request to
+// the host, no more than the request's own average, and the rest of its
+// own in its drift only.
+func TestSkippedStepDrainsAsTheOthersLatestResponse(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name            string
+		own, other, its time.Duration // m's drain, then another's, then m's again
+		step            time.Duration
+	}{
+		{"the others drain as long", 70 * ms, 70 * ms, 70 * ms, 70 * ms},
+		{"the others drain faster", 100 * ms, 0, 100 * ms, 0}, // its own slow drain puts no later step late
+		{"the others drain slower", 20 * ms, 90 * ms, 20 * ms, 20 * ms},
+		{"its own latest is not the others'", 60 * ms, 40 * ms, 100 * ms, 40 * ms},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, ms := failing(2)
+			st, m, other := &stormState{hosts: s}, ms[0], ms[1]
+			st.drained(m, c.own)
+			st.drained(other, c.other)
+			st.drained(m, c.its)
+			skip := m.h.skipTime(m)
+			if skip.stepDrain != c.step || skip.drain != m.drains.avg {
+				t.Errorf("step drains %v, drift %v; want %v and its own average %v", skip.stepDrain, skip.drain, c.step, m.drains.avg)
+			}
+		})
+	}
+}
+
+// TestSkippedStepWaitsARetryAfterOnlyWhileTheHostSaysOne: a skipped step
+// stands for a retry that would be told what the host's latest failure
+// was told: the next step waits the request's Retry-After while the host
+// says one, its own backoff once it stops.
+func TestSkippedStepWaitsARetryAfterOnlyWhileTheHostSaysOne(t *testing.T) {
+	s, ms := failing(2)
+	m, other := ms[0], ms[1]
+	s.failed("h", m, failure{at: at(10), sent: at(5), floor: time.Second})
+	if got := m.h.skipTime(m).floor; got != time.Second {
+		t.Fatalf("the host says Retry-After: the step waits %v, want 1s", got)
+	}
+	s.failed("h", other, failure{at: at(20), sent: at(15)})
+	if got := m.h.skipTime(m).floor; got != 0 {
+		t.Errorf("the host's latest failure says none: the step waits %v, want its own backoff", got)
+	}
+}
