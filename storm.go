@@ -44,19 +44,19 @@ const DefaultReleaseShare = 0.25
 // only some carry a Retry-After, or which name different waits (then, rarely,
 // an attempt more too, within MaxRetries and the deadline); attempts that
 // take longer than plain backoff's would have (a skipped step stands for one of
-// the request's own: one that hung, or went in a burst's congestion, stands
-// long); and, against a deadline, attempts longer than any the host has failed
+// the request's own, drained as the host's latest failed response of another
+// request, no longer than its own: one that hung, or went in a burst's
+// congestion, stands long); and, against a deadline, attempts longer than any the host has failed
 // before one of the request's own is timed. A skipped step may also be one at
 // which plain backoff's retry would have found the host back (a host that
 // flaps, or one that comes back while a long attempt would still be out): the
 // request then takes a step more, or, if its steps left fail or the deadline
-// comes first, fails where plain backoff succeeds. A skipped step counts the
-// drain of the host's latest failed response (no more than the request's
-// own), and a Retry-After told to a retry that stood for a later step is
-// waited from that step, as plain backoff, whose attempt went then, waits it:
-// so a held request's steps keep to plain backoff's when error bodies are
-// slow, or every failure says the same Retry-After, at the cost of ending
-// later when the host stops saying it meanwhile (the first exception).
+// comes first, fails where plain backoff succeeds. A Retry-After told to a
+// retry that stood for a later step is waited from that step, as plain
+// backoff, whose attempt went then, waits it: so a held request's steps keep
+// to plain backoff's when every failure says the same Retry-After, at the
+// cost of ending later when the host stops saying it meanwhile (the first
+// exception).
 //
 // With the host gate off, a budget bounds retries across hosts instead
 // (see Budget). Only hosts with requests retrying have state: while
