@@ -71,7 +71,11 @@ type skipTimes struct {
 func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := skipTimes{took: m.took, drain: m.drains.avg, stepDrain: min(m.drains.avg, h.drainOfOthers(m)), fit: m.took.avg}
+	s := skipTimes{took: m.took, drain: m.drains.avg, fit: m.took.avg}
+	if !m.drains.timed { // none of its failures had a body (a reset): its steps' would, as the others' do
+		s.drain = h.drainOfOthers(m)
+	}
+	s.stepDrain = min(s.drain, h.drainOfOthers(m))
 	if !m.took.timed {
 		s.fit = times(m.untimed+1, h.took.longest)
 	}

@@ -54,3 +54,15 @@ func TestSkippedStepWaitsARetryAfterOnlyWhileTheHostSaysOne(t *testing.T) {
 		t.Errorf("the host's latest failure says none: the step waits %v, want its own backoff", got)
 	}
 }
+
+// TestSkippedStepOfARequestWithoutADrainDrainsAsTheOthers: a request whose
+// failures had no body (resets) has no drain of its own to stand for; its
+// skipped steps drain as the others' latest, in its time and its drift.
+func TestSkippedStepOfARequestWithoutADrainDrainsAsTheOthers(t *testing.T) {
+	s, ms := failing(2)
+	st, m, other := &stormState{hosts: s}, ms[0], ms[1]
+	st.drained(other, 70*time.Millisecond)
+	if skip := m.h.skipTime(m); skip.stepDrain != 70*time.Millisecond || skip.drain != 70*time.Millisecond {
+		t.Errorf("step drains %v, drift %v; want the others' 70ms in both", skip.stepDrain, skip.drain)
+	}
+}
