@@ -63,6 +63,17 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	}
 }
 
+// floorFrom returns what is left, for a wait from from, of floor, the
+// Retry-After m was told last: all of it, as plain backoff's attempt at
+// from would be told it again, or, when it named a date, what is left of
+// it then, as the date is the same whoever is told it.
+func (m *member) floorFrom(floor time.Duration, from time.Time) time.Duration {
+	if m.floorAt.IsZero() {
+		return floor
+	}
+	return max(m.floorAt.Sub(from), 0)
+}
+
 // pause waits d, or until m is nudged, and returns ctx's error if it ends
 // first, m then out of line.
 func (m *member) pause(ctx context.Context, timer *time.Timer, d time.Duration) error {
@@ -132,8 +143,8 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // nextStep skips the step that came at at, which counts as a retry sent
 // that failed as long as its own attempts take, its response drained as
 // the host's latest (see skipTimes.stepDrain), and returns the next,
-// which waits at least the Retry-After the request was told last while
-// the host still says one.
+// which waits at least a Retry-After while the host still says one (see
+// skipTimes.floor).
 func (r *retrier) nextStep(at time.Time) heldStep {
 	skip := r.m.h.skipTime(r.m)
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
@@ -181,7 +192,8 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 	early := r.catchUp()
 	if left := r.m.left; !left.from.IsZero() {
 		r.m.left = heldStep{}
-		left.from, left.floor = left.from.Add(early), min(left.floor, floor) // re-timed by what it was told; a longer one puts it off below
+		left.from = left.from.Add(early)
+		left.floor = min(left.floor, r.m.floorFrom(floor, left.from)) // re-timed by what it was told; a longer one puts it off below
 		if at := left.at(); !told || !at.Before(now.Add(floor)) {
 			r.m.late = max(now.Sub(at), 0) // a retry still out at the step puts off none after it
 			r.m.until, r.m.stepDue, r.floor = at, at, floor

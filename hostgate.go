@@ -65,6 +65,7 @@ type host struct {
 	credit              float64       // releases earned, not yet used
 	releasedSinceHalved bool          // a release happened since share was last halved
 	saysWait            bool          // its latest failure came with a Retry-After
+	says                time.Duration // the longest Retry-After said since its latest answer
 	lastFailed          *member       // the request of that failure
 	othersWait          bool          // the latest failure of a request other than lastFailed came with one
 	probing             *member       // the line's probe whose outcome is awaited
@@ -97,8 +98,15 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.saysWait && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
-	m.fromLine, m.floor = false, f.floor
+	m.fromLine, m.floor, m.floorAt = false, f.floor, time.Time{}
+	if f.dated {
+		m.floorAt = f.at.Add(f.floor)
+	}
 	h.saysWait, h.lastFailed = f.floor > 0, m
+	if h.run == 0 {
+		h.says = 0
+	}
+	h.says = max(h.says, f.floor)
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at
 	}

@@ -21,6 +21,7 @@ type member struct {
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	downStep          time.Time     // the latest of its steps that found the host down
 	floor             time.Duration // the Retry-After its latest failure was told; zero when none
+	floorAt           time.Time     // the moment that Retry-After named, when it named one (an HTTP date); zero otherwise
 	took              attemptTime   // its own failed attempts' time: a skipped step stands for one
 	drains            attemptTime   // how long their responses took to drain
 	ownSteps                        // its place in its own backoff
@@ -63,8 +64,13 @@ type skipTimes struct {
 	// attempt and each step it skipped count as the host's longest, and
 	// the drain counts as the longest a drain may take, so that a step is
 	// taken for its last too early rather than too late (see lastStep).
-	fit   time.Duration
-	floor time.Duration // the Retry-After its next step waits, while the host still says one
+	fit time.Duration
+	// floor is the Retry-After its next step waits while the host still
+	// says one: the longest it has said since its latest answer, or the
+	// request's own, if longer, as plain backoff's attempt there may be
+	// told a rate limit's next window, not what is left of the one the
+	// request was told; none for a request never told one.
+	floor time.Duration
 }
 
 // skipTime returns m's skipTimes.
@@ -82,8 +88,8 @@ func (h *host) skipTime(m *member) skipTimes {
 	// The attempt plain backoff sends at the step may drain a body as long
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
-	if h.saysWait {
-		s.floor = m.floor
+	if h.saysWait && m.floor > 0 {
+		s.floor = max(m.floor, h.says)
 	}
 	return s
 }

@@ -49,6 +49,13 @@ func parseRetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool)
 	return max(at.Sub(now), 0), true
 }
 
+// namesADate reports whether h's Retry-After names a moment (an HTTP
+// date) rather than a delay.
+func namesADate(h http.Header) bool {
+	_, delay := parseDelay(strings.TrimSpace(h.Get("Retry-After")))
+	return !delay
+}
+
 // age returns the response's Age (RFC 9111 §5.1): how long a cache kept
 // it since its Date. Zero when absent or not delta-seconds.
 func age(h http.Header) time.Duration {

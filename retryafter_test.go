@@ -145,3 +145,18 @@ func TestDecimalRetryAfterIsAFloor(t *testing.T) {
 		}
 	})
 }
+
+// TestNamesADate: a Retry-After names a moment only as an HTTP date;
+// delta-seconds, decimal ones included, are a delay.
+func TestNamesADate(t *testing.T) {
+	for v, want := range map[string]bool{
+		"120":                               false,
+		" 2.5 ":                             false,
+		"Wed, 21 Oct 2015 07:28:00 GMT":     true,
+		"Wednesday, 21-Oct-15 07:28:00 GMT": true,
+	} {
+		if got := namesADate(http.Header{"Retry-After": {v}}); got != want {
+			t.Errorf("namesADate(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -66,3 +66,29 @@ func TestSkippedStepOfARequestWithoutADrainDrainsAsTheOthers(t *testing.T) {
 		t.Errorf("step drains %v, drift %v; want the others' 70ms in both", skip.stepDrain, skip.drain)
 	}
 }
+
+// TestSkippedStepWaitsTheLongestRetryAfterTheHostSays: a skipped step of a
+// request told a Retry-After waits the longest the host has said since it
+// last answered, as plain backoff's attempt there may be told the next
+// window of a rate limit, not the rest of the one it was told (a review's
+// drawn windows: 535 of 2,864 rescues lost when steps waited the 30 ms
+// left of A's window, 194 now); a request never told one waits none of
+// the others', as its own backoff bounds it.
+func TestSkippedStepWaitsTheLongestRetryAfterTheHostSays(t *testing.T) {
+	s, ms := failing(3)
+	a, b, c := ms[0], ms[1], ms[2]
+	s.failed("h", b, failure{at: at(10), sent: at(5), floor: 2 * time.Second})
+	s.failed("h", a, failure{at: at(20), sent: at(15), floor: 30 * time.Millisecond})
+	if got := a.h.skipTime(a).floor; got != 2*time.Second {
+		t.Errorf("told 30ms after the host said 2s: the step waits %v, want 2s", got)
+	}
+	if got := a.h.skipTime(c).floor; got != 0 {
+		t.Errorf("never told one: the step waits %v, want none", got)
+	}
+	a.h.answered(at(30), nil, true, DefaultReleaseShare, time.Time{})
+	s.failed("h", b, failure{at: at(40), sent: at(35), floor: 50 * time.Millisecond})
+	s.failed("h", a, failure{at: at(50), sent: at(45), floor: 30 * time.Millisecond})
+	if got := a.h.skipTime(a).floor; got != 50*time.Millisecond {
+		t.Errorf("after an answer the host said 50ms: the step waits %v, want 50ms", got)
+	}
+}

@@ -46,13 +46,16 @@ const DefaultReleaseShare = 0.25
 // take longer than plain backoff's would have (a skipped step stands for one of
 // the request's own, drained as the host's latest failed response of another
 // request, no longer than its own: one that hung, or went in a burst's
-// congestion, stands long); and, against a deadline, attempts longer than any the host has failed
-// before one of the request's own is timed. A skipped step may also be one at
+// congestion, stands long); and, against a deadline, attempts longer than
+// any the host has failed before one of the request's own is timed. A skipped step may also be one at
 // which plain backoff's retry would have found the host back (a host that
 // flaps, or one that comes back while a long attempt would still be out): the
 // request then takes a step more, or, if its steps left fail or the deadline
-// comes first, fails where plain backoff succeeds. A Retry-After told to a
-// retry that stood for a later step is waited from that step, as plain
+// comes first, fails where plain backoff succeeds: most often on a rate limit
+// that names its window's end (a Retry-After date, or seconds counting down),
+// as the steps wait a window's length from wherever they fall
+// (docs/storm-control.md has the figures). A Retry-After told to a retry
+// that stood for a later step is waited from that step, as plain
 // backoff, whose attempt went then, waits it: so a held request's steps keep
 // to plain backoff's when every failure says the same Retry-After, at the
 // cost of ending later when the host stops saying it meanwhile (the first
@@ -181,11 +184,13 @@ func (c StormControl) budgeted() bool { return c.NoHostGate && !c.NoBudget }
 
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
-// known), and the wait its Retry-After asked for (zero when none).
+// known), and the wait its Retry-After asked for (zero when none), and
+// whether that names a date.
 type failure struct {
 	first    bool
 	at, sent time.Time
 	floor    time.Duration
+	dated    bool
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
