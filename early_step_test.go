@@ -19,20 +19,7 @@ import (
 // plain backoff's, later, found it back (77 of 79 lost rescues in 5,000
 // drawn bursts of a review had slow bodies).
 func TestHeldLastRetryGoesNoEarlierThanPlainBackoffsWithSlowErrorBodies(t *testing.T) {
-	upAt := 2700 * time.Millisecond
-	s := lAmong{
-		policy: Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
-		lStart: time.Second, loopers: 8,
-		lReq: lWithPolicy(Policy{MaxRetries: 8, BaseDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Jitter: JitterNone}, 0),
-		answer: func(_ bool, _ int, at time.Duration) (*http.Response, error) {
-			time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
-			if at >= upAt {
-				return response(200, ""), nil
-			}
-			return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: -1,
-				Body: &lateBody{after: 70 * time.Millisecond, closed: make(chan struct{})}}, nil
-		},
-	}
+	s := amongSlowBodies(2700*time.Millisecond, nil)
 	on, off := s.run(t, StormControl{}), s.run(t, stormOff)
 	if off.code != 200 {
 		t.Fatalf("plain backoff failed (%d, sends %v): the scenario must let it succeed", off.code, off.sends)
@@ -116,22 +103,12 @@ func TestHeldStepToldARetryAfterKeepsPlainBackoffsTimeline(t *testing.T) {
 func TestHeldRequestWhoseFailuresHadNoBodyDrainsAsTheOthers(t *testing.T) {
 	rescued, lost := 0, 0
 	for upAt := 1800 * time.Millisecond; upAt <= 3600*time.Millisecond; upAt += 25 * time.Millisecond {
-		s := lAmong{
-			policy: Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
-			lStart: time.Second, loopers: 8,
-			lReq: lWithPolicy(Policy{MaxRetries: 8, BaseDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Jitter: JitterNone}, 0),
-			answer: func(isL bool, _ int, at time.Duration) (*http.Response, error) {
-				time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
-				switch {
-				case at >= upAt:
-					return response(200, ""), nil
-				case isL && at < 1700*time.Millisecond:
-					return nil, syscall.ECONNRESET
-				}
-				return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: -1,
-					Body: &lateBody{after: 70 * time.Millisecond, closed: make(chan struct{})}}, nil
-			},
-		}
+		s := amongSlowBodies(upAt, func(at time.Duration) error {
+			if at < 1700*time.Millisecond {
+				return syscall.ECONNRESET
+			}
+			return nil
+		})
 		on, off := s.run(t, StormControl{}), s.run(t, stormOff)
 		if off.code == 200 {
 			rescued++
@@ -143,5 +120,30 @@ func TestHeldRequestWhoseFailuresHadNoBodyDrainsAsTheOthers(t *testing.T) {
 	}
 	if rescued == 0 || lost > 0 {
 		t.Errorf("held L lost %d of the %d rescues of plain backoff", lost, rescued)
+	}
+}
+
+// amongSlowBodies is L among 8 requests calling the host in a loop, L's
+// waits 50, 100, 200 ms and on, every attempt 10 ms, the host back at
+// upAt and every 503's body 70 ms to arrive; L's attempt fails with
+// lErr's error instead when it returns one.
+func amongSlowBodies(upAt time.Duration, lErr func(at time.Duration) error) lAmong {
+	return lAmong{
+		policy: Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+		lStart: time.Second, loopers: 8,
+		lReq: lWithPolicy(Policy{MaxRetries: 8, BaseDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Jitter: JitterNone}, 0),
+		answer: func(isL bool, _ int, at time.Duration) (*http.Response, error) {
+			time.Sleep(10 * time.Millisecond) // virtual: synctest's clock
+			if at >= upAt {
+				return response(200, ""), nil
+			}
+			if isL && lErr != nil {
+				if err := lErr(at); err != nil {
+					return nil, err
+				}
+			}
+			return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: -1,
+				Body: &lateBody{after: 70 * time.Millisecond, closed: make(chan struct{})}}, nil
+		},
 	}
 }
