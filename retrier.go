@@ -62,7 +62,8 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 	if r.m == nil { // its first failure: a copy of a Transport in use has its own storm control from here (see ownStorm)
 		r.st = t.ownStorm()
 	}
-	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, floor: floor, dated: dated})
+	overCap := hasFloor && floor > t.maxRetryAfter()
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, floor: floor, dated: dated, overCap: overCap})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		r.m.policy = policyFor(r.req.Context(), t.Policy)
 		r.pol = &r.m.policy
@@ -71,7 +72,6 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		return 0, stop
 	}
 	r.m.n = n
-	overCap := hasFloor && floor > t.maxRetryAfter()
 	if wait, stop, set := r.heldWait(now, floor, hasFloor); set && !overCap {
 		return wait, stop
 	}

@@ -68,27 +68,36 @@ func TestSkippedStepOfARequestWithoutADrainDrainsAsTheOthers(t *testing.T) {
 }
 
 // TestSkippedStepWaitsTheLongestRetryAfterTheHostSays: a skipped step of a
-// request told a Retry-After waits the longest the host has said since it
-// last answered, as plain backoff's attempt there may be told the next
-// window of a rate limit, not the rest of the one it was told (a review's
-// drawn windows: 535 of 2,864 rescues lost when steps waited the 30 ms
-// left of A's window, 194 now); a request never told one waits none of
-// the others', as its own backoff bounds it.
+// request told a Retry-After waits the longest the host has said since
+// all it said before had ended, as plain backoff's attempt there may be
+// told a rate limit's next window, not the rest of the one it was told; a
+// request never told one waits none of the others'; a Retry-After over
+// MaxRetryAfter, never heeded, counts for nothing; and an answer ends
+// what the host said.
 func TestSkippedStepWaitsTheLongestRetryAfterTheHostSays(t *testing.T) {
-	s, ms := failing(3)
-	a, b, c := ms[0], ms[1], ms[2]
+	ms := time.Millisecond
+	s, members := failing(3)
+	a, b, c := members[0], members[1], members[2]
+	floor := func(m *member) time.Duration { return m.h.skipTime(m).floor }
 	s.failed("h", b, failure{at: at(10), sent: at(5), floor: 2 * time.Second})
-	s.failed("h", a, failure{at: at(20), sent: at(15), floor: 30 * time.Millisecond})
-	if got := a.h.skipTime(a).floor; got != 2*time.Second {
-		t.Errorf("told 30ms after the host said 2s: the step waits %v, want 2s", got)
+	s.failed("h", c, failure{at: at(12), sent: at(6), floor: time.Hour, overCap: true})
+	s.failed("h", a, failure{at: at(20), sent: at(15), floor: 30 * ms})
+	if got := floor(a); got != 2*time.Second {
+		t.Errorf("told 30ms while the host's 2s runs: the step waits %v, want 2s", got)
 	}
-	if got := a.h.skipTime(c).floor; got != 0 {
+	s.failed("h", b, failure{at: at(2100), sent: at(2095), floor: 500 * ms}) // the 2s said at 10 ms has ended
+	s.failed("h", a, failure{at: at(2200), sent: at(2195), floor: 30 * ms})
+	if got := floor(a); got != 500*ms {
+		t.Errorf("all the host said before had ended: the step waits %v, want the 500ms said since", got)
+	}
+	s.failed("h", c, failure{at: at(2300), sent: at(2295)})
+	if got := floor(c); got != 0 {
 		t.Errorf("never told one: the step waits %v, want none", got)
 	}
-	a.h.answered(at(30), nil, true, DefaultReleaseShare, time.Time{})
-	s.failed("h", b, failure{at: at(40), sent: at(35), floor: 50 * time.Millisecond})
-	s.failed("h", a, failure{at: at(50), sent: at(45), floor: 30 * time.Millisecond})
-	if got := a.h.skipTime(a).floor; got != 50*time.Millisecond {
+	a.h.answered(at(2400), nil, true, DefaultReleaseShare, time.Time{})
+	s.failed("h", b, failure{at: at(2500), sent: at(2495), floor: 50 * ms})
+	s.failed("h", a, failure{at: at(2510), sent: at(2505), floor: 30 * ms})
+	if got := floor(a); got != 50*ms {
 		t.Errorf("after an answer the host said 50ms: the step waits %v, want 50ms", got)
 	}
 }

@@ -184,13 +184,14 @@ func (c StormControl) budgeted() bool { return c.NoHostGate && !c.NoBudget }
 
 // failure is an attempt's retryable failure: whether it was its
 // request's first attempt, when it failed and when it went (zero when not
-// known), and the wait its Retry-After asked for (zero when none), and
-// whether that names a date.
+// known), and the wait its Retry-After asked for (zero when none),
+// whether that names a date, and whether it is over MaxRetryAfter (not
+// heeded).
 type failure struct {
-	first    bool
-	at, sent time.Time
-	floor    time.Duration
-	dated    bool
+	first          bool
+	at, sent       time.Time
+	floor          time.Duration
+	dated, overCap bool
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
