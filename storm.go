@@ -47,17 +47,17 @@ const DefaultReleaseShare = 0.25
 // the request's own, drained as the host's latest failed response of another
 // request, no longer than its own: one that hung, or went in a burst's
 // congestion, stands long); and, against a deadline, attempts longer than
-// any the host has failed before one of the request's own is timed. A skipped step may also be one at
-// which plain backoff's retry would have found the host back (a host that
-// flaps, or one that comes back while a long attempt would still be out): the
-// request then takes a step more, or, if its steps left fail or the deadline
-// comes first, fails where plain backoff succeeds: most often on a rate limit
-// that names its window's end (a Retry-After date, or seconds counting down),
-// as the steps wait a window's length from wherever they fall
-// (docs/storm-control.md has the figures). A Retry-After told to a retry
-// that stood for a later step is waited from that step, as plain
-// backoff, whose attempt went then, waits it: so a held request's steps keep
-// to plain backoff's when every failure says the same Retry-After, at the
+// any the host has failed before one of the request's own is timed. A skipped
+// step may also be one at which plain backoff's retry would have found the
+// host back (a host that flaps, or one that comes back while a long attempt
+// would still be out): the request then takes a step more, or, if its steps
+// left fail or the deadline comes first, fails where plain backoff succeeds:
+// most often on a rate limit that names its window's end (a Retry-After date,
+// or seconds counting down), as the steps wait a window's length from
+// wherever they fall (docs/storm-control.md has the figures). A Retry-After
+// told to a retry that stood for a later step is waited from that step, as
+// plain backoff, whose attempt went then, waits it: so a held request's steps
+// keep to plain backoff's when every failure says the same Retry-After, at the
 // cost of ending later when the host stops saying it meanwhile (the first
 // exception).
 //
