@@ -65,8 +65,6 @@ type host struct {
 	credit              float64       // releases earned, not yet used
 	releasedSinceHalved bool          // a release happened since share was last halved
 	saysWait            bool          // its latest failure came with a Retry-After
-	says                time.Duration // the longest Retry-After it said since all it said before had ended (see failed)
-	saysUntil           time.Time     // when the latest of those ends
 	lastFailed          *member       // the request of that failure
 	othersWait          bool          // the latest failure of a request other than lastFailed came with one
 	probing             *member       // the line's probe whose outcome is awaited
@@ -104,11 +102,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.floorAt = f.at.Add(f.floor)
 	}
 	h.saysWait, h.lastFailed = f.floor > 0, m
-	if f.floor > 0 && !f.overCap { // a rate limit's window: the longest said since the last ended
-		if h.run == 0 || f.at.After(h.saysUntil) {
-			h.says = 0
-		}
-		h.says, h.saysUntil = max(h.says, f.floor), laterOf(h.saysUntil, f.at.Add(f.floor))
+	m.path, m.heeded = f.path, f.floor // what its path's held steps read (see toldOnPath)
+	if f.overCap {                     // never waited, so it times no step
+		m.heeded = 0
 	}
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at

@@ -22,6 +22,8 @@ type member struct {
 	downStep          time.Time     // the latest of its steps that found the host down
 	floor             time.Duration // the Retry-After its latest failure was told; zero when none
 	floorAt           time.Time     // the moment that Retry-After named, when it named one (an HTTP date); zero otherwise
+	heeded            time.Duration // that Retry-After, when not over MaxRetryAfter; zero otherwise
+	path              string        // its request's URL path: what it is told speaks for its path's requests
 	took              attemptTime   // its own failed attempts' time: a skipped step stands for one
 	drains            attemptTime   // how long their responses took to drain
 	ownSteps                        // its place in its own backoff
@@ -66,11 +68,11 @@ type skipTimes struct {
 	// taken for its last too early rather than too late (see lastStep).
 	fit time.Duration
 	// floor is the Retry-After its next step waits while the host still
-	// says one: the longest the host has said since all it said before had
-	// ended, or the request's own, if longer, as plain backoff's attempt
-	// there may be told a rate limit's next window, not what is left of
-	// the one the request was told (a review's drawn windows: 535 of 2,864
-	// rescues lost, 200 now); none for a request never told one.
+	// says one: the longest its path's retrying requests were told last,
+	// as plain backoff's attempt there may be told a rate limit's next
+	// window, not what is left of the one the request was told (a review's
+	// drawn windows: 535 of 2,864 rescues lost, 199 now); none for a
+	// request never told one.
 	floor time.Duration
 }
 
@@ -90,9 +92,21 @@ func (h *host) skipTime(m *member) skipTimes {
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
 	if h.saysWait && m.floor > 0 {
-		s.floor = max(m.floor, h.says)
+		s.floor = max(m.floor, h.toldOnPath(m.path))
 	}
 	return s
+}
+
+// toldOnPath returns the longest heeded Retry-After that the host's
+// retrying requests to path were told last. h.mu is held.
+func (h *host) toldOnPath(path string) time.Duration {
+	var longest time.Duration
+	for _, o := range h.members {
+		if o.path == path {
+			longest = max(longest, o.heeded)
+		}
+	}
+	return longest
 }
 
 // heard records at now the outcome of m's attempt: when m was the line's

@@ -63,7 +63,7 @@ func (r *retrier) plan(body *requestBody, resp *http.Response, err error, n int)
 		r.st = t.ownStorm()
 	}
 	overCap := hasFloor && floor > t.maxRetryAfter()
-	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, floor: floor, dated: dated, overCap: overCap})
+	r.m = r.st.failed(r.req.URL.Host, r.m, failure{first: n == 1, at: now, sent: r.sent, floor: floor, dated: dated, overCap: overCap, path: r.req.URL.Path})
 	if r.pol == nil { // looked up only now: a request that succeeds at once pays nothing for it
 		r.m.policy = policyFor(r.req.Context(), t.Policy)
 		r.pol = &r.m.policy

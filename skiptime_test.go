@@ -67,37 +67,30 @@ func TestSkippedStepOfARequestWithoutADrainDrainsAsTheOthers(t *testing.T) {
 	}
 }
 
-// TestSkippedStepWaitsTheLongestRetryAfterTheHostSays: a skipped step of a
-// request told a Retry-After waits the longest the host has said since
-// all it said before had ended, as plain backoff's attempt there may be
-// told a rate limit's next window, not the rest of the one it was told; a
-// request never told one waits none of the others'; a Retry-After over
-// MaxRetryAfter, never heeded, counts for nothing; and an answer ends
-// what the host said.
-func TestSkippedStepWaitsTheLongestRetryAfterTheHostSays(t *testing.T) {
+// TestSkippedStepWaitsTheLongestRetryAfterItsPathWasTold: a skipped step
+// of a request told a Retry-After waits the longest that the retrying
+// requests to its path were told last, as plain backoff's attempt there
+// may be told a rate limit's next window, not the rest of the one it was
+// told; another path's counts for nothing, nor does a Retry-After over
+// MaxRetryAfter, never heeded, nor, for a request never told one, any.
+func TestSkippedStepWaitsTheLongestRetryAfterItsPathWasTold(t *testing.T) {
 	ms := time.Millisecond
-	s, members := failing(3)
-	a, b, c := members[0], members[1], members[2]
+	s, members := failing(4)
+	a, b, c, d := members[0], members[1], members[2], members[3]
 	floor := func(m *member) time.Duration { return m.h.skipTime(m).floor }
 	s.failed("h", b, failure{at: at(10), sent: at(5), floor: 2 * time.Second})
 	s.failed("h", c, failure{at: at(12), sent: at(6), floor: time.Hour, overCap: true})
+	s.failed("h", d, failure{at: at(14), sent: at(7), floor: 20 * time.Second, path: "/slow"})
 	s.failed("h", a, failure{at: at(20), sent: at(15), floor: 30 * ms})
 	if got := floor(a); got != 2*time.Second {
-		t.Errorf("told 30ms while the host's 2s runs: the step waits %v, want 2s", got)
+		t.Errorf("told 30ms, another request to its path 2s: the step waits %v, want 2s", got)
 	}
-	s.failed("h", b, failure{at: at(2100), sent: at(2095), floor: 500 * ms}) // the 2s said at 10 ms has ended
-	s.failed("h", a, failure{at: at(2200), sent: at(2195), floor: 30 * ms})
+	s.failed("h", b, failure{at: at(2100), sent: at(2095), floor: 500 * ms})
 	if got := floor(a); got != 500*ms {
-		t.Errorf("all the host said before had ended: the step waits %v, want the 500ms said since", got)
+		t.Errorf("the other was told 500ms since: the step waits %v, want 500ms", got)
 	}
 	s.failed("h", c, failure{at: at(2300), sent: at(2295)})
 	if got := floor(c); got != 0 {
 		t.Errorf("never told one: the step waits %v, want none", got)
-	}
-	a.h.answered(at(2400), nil, true, DefaultReleaseShare, time.Time{})
-	s.failed("h", b, failure{at: at(2500), sent: at(2495), floor: 50 * ms})
-	s.failed("h", a, failure{at: at(2510), sent: at(2505), floor: 30 * ms})
-	if got := floor(a); got != 50*ms {
-		t.Errorf("after an answer the host said 50ms: the step waits %v, want 50ms", got)
 	}
 }

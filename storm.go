@@ -186,12 +186,13 @@ func (c StormControl) budgeted() bool { return c.NoHostGate && !c.NoBudget }
 // request's first attempt, when it failed and when it went (zero when not
 // known), and the wait its Retry-After asked for (zero when none),
 // whether that names a date, and whether it is over MaxRetryAfter (not
-// heeded).
+// heeded); and the request's path.
 type failure struct {
 	first          bool
 	at, sent       time.Time
 	floor          time.Duration
 	dated, overCap bool
+	path           string // the request's URL path
 }
 
 // failed records a retryable failure (see hostSet.failed) and returns the
