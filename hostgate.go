@@ -102,8 +102,8 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.floorAt = f.at.Add(f.floor)
 	}
 	h.saysWait, h.lastFailed = f.floor > 0, m
-	m.path, m.heeded = f.path, f.floor // what its path's held steps read (see toldOnPath)
-	if f.overCap {                     // never waited, so it times no step
+	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at // what its path's held steps read (see toldOnPath)
+	if f.overCap {                                     // never waited, so it times no step
 		m.heeded = 0
 	}
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)

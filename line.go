@@ -23,6 +23,7 @@ type member struct {
 	floor             time.Duration // the Retry-After its latest failure was told; zero when none
 	floorAt           time.Time     // the moment that Retry-After named, when it named one (an HTTP date); zero otherwise
 	heeded            time.Duration // that Retry-After, when not over MaxRetryAfter; zero otherwise
+	toldAt            time.Time     // when its latest failure came, told heeded
 	path              string        // its request's URL path: what it is told speaks for its path's requests
 	took              attemptTime   // its own failed attempts' time: a skipped step stands for one
 	drains            attemptTime   // how long their responses took to drain
@@ -71,7 +72,7 @@ type skipTimes struct {
 	// says one: the longest its path's retrying requests were told last,
 	// as plain backoff's attempt there may be told a rate limit's next
 	// window, not what is left of the one the request was told (a review's
-	// drawn windows: 535 of 2,864 rescues lost, 199 now); none for a
+	// drawn windows: 535 of 2,864 rescues lost, 200 now); none for a
 	// request never told one.
 	floor time.Duration
 }
@@ -92,17 +93,23 @@ func (h *host) skipTime(m *member) skipTimes {
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
 	if h.saysWait && m.floor > 0 {
-		s.floor = max(m.floor, h.toldOnPath(m.path))
+		s.floor = max(m.floor, h.toldOnPath(m))
 	}
 	return s
 }
 
 // toldOnPath returns the longest heeded Retry-After that the host's
-// retrying requests to path were told last. h.mu is held.
-func (h *host) toldOnPath(path string) time.Duration {
+// retrying requests to m's path (URL.Path, without the query) were told
+// last: since m was, or before with the end m was told, a rate limit's
+// window named to both; a long one told before that ends elsewhere, which
+// its request may still be waiting, is not what the host says now (a
+// review's groups: 91 of 2,442 rescues lost). h.mu is held.
+func (h *host) toldOnPath(m *member) time.Duration {
 	var longest time.Duration
 	for _, o := range h.members {
-		if o.path == path {
+		end, mine := o.toldAt.Add(o.heeded), m.toldAt.Add(m.heeded)
+		sameWindow := end.Sub(mine).Abs() < time.Second // a rate limit's window, named to both
+		if o.path == m.path && (!o.toldAt.Before(m.toldAt) || sameWindow) {
 			longest = max(longest, o.heeded)
 		}
 	}

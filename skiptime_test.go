@@ -71,25 +71,37 @@ func TestSkippedStepOfARequestWithoutADrainDrainsAsTheOthers(t *testing.T) {
 // of a request told a Retry-After waits the longest that the retrying
 // requests to its path were told last, as plain backoff's attempt there
 // may be told a rate limit's next window, not the rest of the one it was
-// told; another path's counts for nothing, nor does a Retry-After over
-// MaxRetryAfter, never heeded, nor, for a request never told one, any.
+// told: one told since it was, or before with the same end (the window
+// it was told too). One told before that ends elsewhere (a long one its
+// request may still be waiting), another path's, one over MaxRetryAfter
+// (never heeded), and, for a request never told one, any, count for
+// nothing.
 func TestSkippedStepWaitsTheLongestRetryAfterItsPathWasTold(t *testing.T) {
 	ms := time.Millisecond
-	s, members := failing(4)
-	a, b, c, d := members[0], members[1], members[2], members[3]
+	s, members := failing(6)
+	a, b, c, d, e, g := members[0], members[1], members[2], members[3], members[4], members[5]
 	floor := func(m *member) time.Duration { return m.h.skipTime(m).floor }
-	s.failed("h", b, failure{at: at(10), sent: at(5), floor: 2 * time.Second})
-	s.failed("h", c, failure{at: at(12), sent: at(6), floor: time.Hour, overCap: true})
-	s.failed("h", d, failure{at: at(14), sent: at(7), floor: 20 * time.Second, path: "/slow"})
-	s.failed("h", a, failure{at: at(20), sent: at(15), floor: 30 * ms})
+	s.failed("h", e, failure{at: at(5), sent: at(4), floor: 20 * time.Second})
+	s.failed("h", a, failure{at: at(10), sent: at(5), floor: 30 * ms})
+	s.failed("h", b, failure{at: at(20), sent: at(15), floor: 2 * time.Second})
+	s.failed("h", c, failure{at: at(22), sent: at(16), floor: time.Hour, overCap: true})
+	s.failed("h", d, failure{at: at(24), sent: at(17), floor: 20 * time.Second, path: "/slow"})
 	if got := floor(a); got != 2*time.Second {
-		t.Errorf("told 30ms, another request to its path 2s: the step waits %v, want 2s", got)
+		t.Errorf("told 30ms, another request to its path 2s since: the step waits %v, want 2s", got)
 	}
 	s.failed("h", b, failure{at: at(2100), sent: at(2095), floor: 500 * ms})
 	if got := floor(a); got != 500*ms {
 		t.Errorf("the other was told 500ms since: the step waits %v, want 500ms", got)
 	}
-	s.failed("h", c, failure{at: at(2300), sent: at(2295)})
+	s.failed("h", a, failure{at: at(4000), sent: at(3995), floor: 30 * ms})
+	if got := floor(a); got != 30*ms {
+		t.Errorf("told 30ms after the others' ended: the step waits %v, want 30ms", got)
+	}
+	s.failed("h", g, failure{at: at(3050), sent: at(3045), floor: time.Second}) // told before a, ending with a's
+	if got := floor(a); got != time.Second {
+		t.Errorf("another told 1s of the window a was told the end of: the step waits %v, want 1s", got)
+	}
+	s.failed("h", c, failure{at: at(4100), sent: at(4095)})
 	if got := floor(c); got != 0 {
 		t.Errorf("never told one: the step waits %v, want none", got)
 	}
