@@ -80,6 +80,19 @@ func saysRun(t *testing.T, c StormControl, pol Policy, seed uint64, starts []tim
 	return out
 }
 
+// heldRescuedAsOff checks that request i, which plain backoff (off)
+// rescues, is rescued held (on) too.
+func heldRescuedAsOff(t *testing.T, on, off []saysOut, i int) {
+	t.Helper()
+	if off[i].code != 200 {
+		t.Fatalf("arrangement: plain backoff's request %d got %d at %v after %v", i, off[i].code, off[i].end, off[i].sends)
+	}
+	if on[i].code != 200 {
+		t.Errorf("held request %d: %d (%v) at %v after attempts at %v; plain backoff: 200 at %v after %v",
+			i, on[i].code, on[i].stop, on[i].end, on[i].sends, off[i].end, off[i].sends)
+	}
+}
+
 // says429 is a 429 whose Retry-After is ra.
 func says429(ra string) *http.Response {
 	resp := response(429, "slow down")
@@ -109,13 +122,10 @@ func TestOverCapRetryAfterOfAnotherRequestHoldsNoStep(t *testing.T) {
 	}
 	on := saysRun(t, StormControl{}, pol, 3, starts, paths, answer)
 	off := saysRun(t, stormOff, pol, 3, starts, paths, answer)
-	if off[0].code != 200 || off[2].stop != StopRetryAfter || on[2].stop != StopRetryAfter {
-		t.Fatalf("arrangement: A off %+v; C on %+v, off %+v", off[0], on[2], off[2])
+	if off[2].stop != StopRetryAfter || on[2].stop != StopRetryAfter {
+		t.Fatalf("arrangement: C on %+v, off %+v", on[2], off[2])
 	}
-	if on[0].code != 200 {
-		t.Errorf("held A: %d (%v) at %v after attempts at %v; plain backoff: %d at %v after %v",
-			on[0].code, on[0].stop, on[0].end, on[0].sends, off[0].code, off[0].end, off[0].sends)
-	}
+	heldRescuedAsOff(t, on, off, 0)
 }
 
 // TestFastPathLosesNoStepToSlowPathsRetryAfter: /slow says Retry-After: 20
@@ -145,13 +155,7 @@ func TestFastPathLosesNoStepToSlowPathsRetryAfter(t *testing.T) {
 	}
 	on := saysRun(t, StormControl{}, pol, 1, starts, paths, answer)
 	off := saysRun(t, stormOff, pol, 1, starts, paths, answer)
-	if off[f].code != 200 {
-		t.Fatalf("arrangement: plain backoff's /fast %d after %v", off[f].code, off[f].sends)
-	}
-	if on[f].code != 200 {
-		t.Errorf("held /fast: %d (%v) at %v after attempts at %v; plain backoff: %d at %v after %v",
-			on[f].code, on[f].stop, on[f].end, on[f].sends, off[f].code, off[f].end, off[f].sends)
-	}
+	heldRescuedAsOff(t, on, off, f)
 }
 
 // TestLongRetryAfterSaidOnceHoldsNoLaterStep: the host says Retry-After: 6
@@ -174,13 +178,7 @@ func TestLongRetryAfterSaidOnceHoldsNoLaterStep(t *testing.T) {
 	}
 	on := saysRun(t, StormControl{}, pol, 38, starts, []string{"", "", ""}, answer)
 	off := saysRun(t, stormOff, pol, 38, starts, []string{"", "", ""}, answer)
-	if off[0].code != 200 {
-		t.Fatalf("arrangement: plain backoff's A got %d at %v after %v", off[0].code, off[0].end, off[0].sends)
-	}
-	if on[0].code != 200 {
-		t.Errorf("held A: %d (%v) at %v after attempts at %v; plain backoff: %d at %v after %v",
-			on[0].code, on[0].stop, on[0].end, on[0].sends, off[0].code, off[0].end, off[0].sends)
-	}
+	heldRescuedAsOff(t, on, off, 0)
 }
 
 // TestLongRetryAfterBeingWaitedHoldsNoOtherStep: three requests to one
@@ -207,11 +205,5 @@ func TestLongRetryAfterBeingWaitedHoldsNoOtherStep(t *testing.T) {
 	}
 	on := saysRun(t, StormControl{}, pol, 1, starts, paths, answer)
 	off := saysRun(t, stormOff, pol, 1, starts, paths, answer)
-	if off[f].code != 200 {
-		t.Fatalf("arrangement: plain backoff's F %d after %v", off[f].code, off[f].sends)
-	}
-	if on[f].code != 200 {
-		t.Errorf("held F: %d (%v) at %v after attempts at %v; plain backoff: %d at %v after %v",
-			on[f].code, on[f].stop, on[f].end, on[f].sends, off[f].code, off[f].end, off[f].sends)
-	}
+	heldRescuedAsOff(t, on, off, f)
 }
