@@ -106,9 +106,9 @@ func (h *host) skipTime(m *member) skipTimes {
 // review's groups: 91 of 2,442 rescues lost). h.mu is held.
 func (h *host) toldOnPath(m *member) time.Duration {
 	var longest time.Duration
+	mine := m.toldAt.Add(m.heeded)
 	for _, o := range h.members {
-		end, mine := o.toldAt.Add(o.heeded), m.toldAt.Add(m.heeded)
-		sameWindow := end.Sub(mine).Abs() < time.Second // a rate limit's window, named to both
+		sameWindow := o.toldAt.Add(o.heeded).Sub(mine).Abs() < time.Second // a rate limit's window, named to both
 		if o.path == m.path && (!o.toldAt.Before(m.toldAt) || sameWindow) {
 			longest = max(longest, o.heeded)
 		}
