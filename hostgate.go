@@ -30,6 +30,9 @@ const (
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2
+	// provenRun: attempts in a row unanswered before an outage is proven by its age.
+	// 400 drawn groups, 60% random failures: 6 of 41,991 rescues lost (52 at 1, 0 at 16); virtual default storm 2.47x (2.31x at 1, 2.99x at 16).
+	provenRun = 8
 )
 
 // hostSet holds the state of the hosts that have requests retrying now;
@@ -262,14 +265,15 @@ func (a *attemptTime) note(took time.Duration) {
 // down). h.mu is held.
 func (h *host) down() bool { return h.run >= downAfter || h.backAt.IsZero() }
 
-// provenDown reports whether at now the host is down and proven so; once
-// an outage of downAfter failures is proven, the state stays proven (rule
-// 1). h.mu is held.
+// provenDown reports whether at now the host is down and proven so: its
+// outage is old, and provenRun attempts in a row failed, which random
+// failures seldom do; once an outage of downAfter failures is proven, the
+// state stays proven (rule 1). h.mu is held.
 func (h *host) provenDown(now time.Time) bool {
 	if !h.down() {
 		return false
 	}
-	old := h.took.timed && now.Sub(h.outageStart) >= provenAfter*h.took.avg
+	old := h.took.timed && now.Sub(h.outageStart) >= provenAfter*h.took.avg && h.run >= provenRun
 	h.proven = h.proven || old && h.run >= downAfter
 	return h.proven || old
 }

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,7 +16,9 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 // failed once, the first at 0 ms and the others one ms apart, as first
 // attempts; the host's health is then nil, as it is in an outage. Fresh
 // requests have come 1 ms apart for long enough that they count as
-// flowing for flowGaps gaps after the last (see host.flowEnd).
+// flowing for flowGaps gaps after the last (see host.flowEnd), and
+// requests now gone failed before them, so that provenRun attempts in a
+// row have failed.
 func failing(n int) (*hostSet, []*member) {
 	s := newHostSet(DefaultReleaseShare)
 	ms := make([]*member, n)
@@ -23,7 +26,7 @@ func failing(n int) (*hostSet, []*member) {
 		ms[i] = newMember()
 		s.failed("h", ms[i], failure{first: true, at: at(i), sent: at(i)})
 	}
-	ms[0].h.gaps = flowGaps
+	ms[0].h.gaps, ms[0].h.run = flowGaps, max(ms[0].h.run, provenRun)
 	return s, ms
 }
 
@@ -445,16 +448,21 @@ func TestGateHoldsOnlyOnceTheOutageIsProven(t *testing.T) {
 		{"down for less than two attempts' time", 100 * time.Millisecond, 199, false},
 		{"down for two attempts' time", 100 * time.Millisecond, 200, true},
 		{"attempts that take next to no time", time.Microsecond, 1, true},
+		{"fewer than provenRun attempts failed in a row", 100 * time.Millisecond, 10_000, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
 			ms := []*member{newMember(), newMember()}
-			for _, m := range ms {
-				f := failure{first: true, at: at(0)}
+			failures := provenRun
+			if strings.HasPrefix(tc.name, "fewer") {
+				failures = provenRun - 1
+			}
+			for i := range failures {
+				f := failure{first: i < 2, at: at(0)}
 				if tc.took > 0 {
 					f.sent = at(0).Add(-tc.took)
 				}
-				s.failed("h", m, f)
+				s.failed("h", ms[i%2], f)
 			}
 			if got := holdAt(ms[0].h, ms[1], at(tc.askAt)); got != tc.want {
 				t.Errorf("waits in line %v, want %v", got, tc.want)
@@ -530,8 +538,9 @@ func TestGateFirstOutageAfterAnswersIsYoung(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
 			ms := []*member{newMember(), newMember()}
-			failAt(s, ms[0], 0, 100*time.Millisecond) // two failures at random create the state,
-			failAt(s, ms[1], 0, 100*time.Millisecond) // which starts down
+			for i := range provenRun { // failures at random create the state, which starts down
+				failAt(s, ms[i%2], 0, 100*time.Millisecond)
+			}
 			h := ms[0].h
 			if !holdAt(h, ms[1], at(300)) {
 				t.Fatal("not held by a state that starts down, 300 ms old")

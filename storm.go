@@ -20,8 +20,9 @@ const DefaultReleaseShare = 0.25
 //
 // The model, per host: a retry that has waited its own backoff is held
 // only while another request to the host is retrying and the host is
-// proven down (none of its last 16 attempts answered, or none since its
-// requests began to fail, for at least twice a failed attempt's time), or
+// proven down (none of its last 16 attempts answered, or none of its last
+// 8 nor any since its requests began to fail, twice a failed attempt's
+// time ago or more), or
 // a Retry-After told it to wait out the outage under way. A held request
 // keeps its own backoff's steps, drawn as plain backoff draws them: at
 // each it goes if the host may be back (its latest outcome is an answer,
