@@ -72,8 +72,9 @@ type skipTimes struct {
 	// says one: the longest its path's retrying requests were told last,
 	// as plain backoff's attempt there may be told a rate limit's next
 	// window, not what is left of the one the request was told (a review's
-	// drawn windows: 535 of 2,864 rescues lost, 200 now); none for a
-	// request never told one.
+	// drawn windows: 535 of 2,864 rescues lost, 200 now), and as long for
+	// a request never told one, whose attempt there would be told it too
+	// (some failures saying one: 2,148 of 2,432 rescued, 2,424 now).
 	floor time.Duration
 }
 
@@ -92,7 +93,7 @@ func (h *host) skipTime(m *member) skipTimes {
 	// The attempt plain backoff sends at the step may drain a body as long
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
-	if h.saysWait && m.floor > 0 {
+	if h.saysWait {
 		s.floor = max(m.floor, h.toldOnPath(m))
 	}
 	return s

@@ -3,6 +3,7 @@ package httpretry
 import (
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -56,5 +57,63 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 	t.Logf("storm control lost %d of plain backoff's %d rescues", lost, rescued)
 	if lost*2000 > rescued {
 		t.Errorf("storm control lost %d of plain backoff's %d rescues from a host failing 60%% at random", lost, rescued)
+	}
+}
+
+// TestSomeRetryAftersAreWaitedBySkippedSteps: groups of 2 to 30 requests
+// on a host down for 1 to 7 s, whose failures say Retry-After (1 to 3 s)
+// now and then, a share q of them drawn per group. A held request never
+// told one skipped its steps at its own backoff's pace, while plain
+// backoff's attempts there were told the Retry-After and carried past
+// the outage: its last step went long before the host was back (1,054
+// rescued of plain backoff's 1,185 in 100 groups; in a review's groups
+// with deadlines, 2,148 of 2,432). A skipped step now waits what the
+// host says, as plain backoff's attempt there would be told, whatever the
+// request was told itself: 1,176 of 1,185 (2,424 of 2,432).
+func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
+	r := rand.New(rand.NewPCG(131, 132))
+	rescued, onRescued := 0, 0
+	for seed := range propertySeeds(100) {
+		base := time.Duration(10+r.IntN(300)) * time.Millisecond
+		pol := Policy{MaxRetries: 2 + r.IntN(7), BaseDelay: base, MaxDelay: base * time.Duration(1+r.IntN(8)), Jitter: Jitter(r.IntN(4))}
+		n, upAt, q := 2+r.IntN(29), time.Duration(1000+r.IntN(6000))*time.Millisecond, r.Float64()
+		starts, paths, says := make([]time.Duration, n), make([]string, n), make([][]string, n)
+		for i := range n {
+			starts[i] = time.Duration(r.IntN(3000)) * time.Millisecond
+			for range 1 + pol.retries() {
+				ra := ""
+				if r.Float64() < q {
+					ra = strconv.Itoa(1 + r.IntN(3))
+				}
+				says[i] = append(says[i], ra)
+			}
+		}
+		answer := func(attempts []int) func(i int, at time.Duration) *http.Response {
+			return func(i int, at time.Duration) *http.Response {
+				k := attempts[i] // only request i's goroutine counts its attempts
+				attempts[i]++
+				if at >= upAt {
+					return response(200, "ok")
+				}
+				if says[i][k] == "" {
+					return response(503, "down")
+				}
+				return says429(says[i][k])
+			}
+		}
+		on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, answer(make([]int, n)))
+		off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, answer(make([]int, n)))
+		for i := range n {
+			if off[i].code == 200 {
+				rescued++
+			}
+			if on[i].code == 200 {
+				onRescued++
+			}
+		}
+	}
+	t.Logf("storm control rescued %d, plain backoff %d", onRescued, rescued)
+	if onRescued*100 < rescued*98 {
+		t.Errorf("storm control rescued %d, plain backoff %d: under 98%%", onRescued, rescued)
 	}
 }
