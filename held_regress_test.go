@@ -614,17 +614,38 @@ func TestRetryAfterFromAnEarlierOutageHoldsNothing(t *testing.T) {
 
 // TestRetryAfterOnFlappingHostsEndsNoLaterThanPlainBackoff draws flapping
 // hosts whose every failure says Retry-After, and checks that L, failing
-// either way, ends no later and after no more attempts with storm
-// control: 37 of these 500 ended later (129 of 1,500, up to 3.1 s),
-// before a retry off its life's steps stopped at the life's end.
+// either way, ends after no more attempts with storm control, and no
+// later: 37 of these 500 ended later (129 of 1,500, up to 3.1 s), before
+// a retry off its life's steps stopped at the life's end. One exception
+// is kept: a retry let go between steps and told a Retry-After that
+// outlasts the request's last step waits it out and sends that step then,
+// later than plain backoff's (see heldWait), rather than taking the last
+// step's place and ending the request before the host may be back. Its
+// last wait is then that Retry-After, and it is rare: 3 of 3,000 draws,
+// up to 1.3 s later, 1 of these 500.
 func TestRetryAfterOnFlappingHostsEndsNoLaterThanPlainBackoff(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	for range propertySeeds(500) {
+	later, n := 0, propertySeeds(500)
+	for range n {
 		f := drawFlap(r, true)
 		on, off := f.run(t, StormControl{}), f.run(t, stormOff)
-		if on.code != 200 && off.code != 200 && (on.end > off.end || len(on.sends) > len(off.sends)) {
-			t.Errorf("%+v:\nL ended at %v after %v; off at %v after %v", f, on.end, on.sends, off.end, off.sends)
+		if on.code == 200 || off.code == 200 {
+			continue
 		}
+		if len(on.sends) > len(off.sends) {
+			t.Errorf("%+v:\nL made %d attempts %v; off %d %v", f, len(on.sends), on.sends, len(off.sends), off.sends)
+		}
+		if on.end <= off.end {
+			continue
+		}
+		later++
+		ra, _ := strconv.Atoi(f.ra)
+		if k := len(on.sends); k < 2 || on.sends[k-1]-on.sends[k-2] < time.Duration(ra)*time.Second {
+			t.Errorf("%+v:\nL ended at %v after %v, its last wait not a Retry-After; off at %v after %v", f, on.end, on.sends, off.end, off.sends)
+		}
+	}
+	if later*500 > n {
+		t.Errorf("L ended later than plain backoff in %d of %d draws", later, n)
 	}
 }
 

@@ -41,26 +41,28 @@ const DefaultReleaseShare = 0.25
 // ends, and one the server singled out (told a Retry-After while the others'
 // latest failures named none) is not held; a hold that the deadline reaches
 // returns the last outcome (see Error for a body that could not be kept) with
-// StopHostGate. "No later" has three measured exceptions: failures of which
-// only some carry a Retry-After, or which name different waits (then, rarely,
-// an attempt more too, within MaxRetries and the deadline); attempts that
-// take longer than plain backoff's would have (a skipped step stands for one of
-// the request's own, drained as the host's latest failed response of another
-// request, no longer than its own: one that hung, or went in a burst's
-// congestion, stands long); and, against a deadline, attempts longer than
-// any the host has failed before one of the request's own is timed. A skipped
-// step may also be one at which plain backoff's retry would have found the
-// host back (a host that flaps, or one that comes back while a long attempt
-// would still be out): the request then takes a step more, or, if its steps
-// left fail or the deadline comes first, fails where plain backoff succeeds:
-// most often on a rate limit that names its window's end (a Retry-After date,
-// or seconds counting down), as the steps wait a window's length from
-// wherever they fall (docs/storm-control.md has the figures). A Retry-After
-// told to a retry that stood for a later step is waited from that step, as
-// plain backoff, whose attempt went then, waits it: so a held request's steps
-// keep to plain backoff's when every failure says the same Retry-After, at the
-// cost of ending later when the host stops saying it meanwhile (the first
-// exception).
+// StopHostGate. "No later" has four measured exceptions: failures of which only
+// some carry a Retry-After, or which name different waits (then, rarely, an
+// attempt more too, within MaxRetries and the deadline); a retry let go between
+// steps and told a Retry-After that outlasts the request's last step (it waits
+// it out and sends that step, rather than end before the host may be back);
+// attempts that take longer than plain backoff's would have (a skipped step
+// stands for one of the request's own, drained as the host's latest failed
+// response of another request, no longer than its own: one that hung, or went
+// in a burst's congestion, stands long); and, against a deadline, attempts
+// longer than any the host has failed before one of the request's own is timed.
+// A skipped step may also be one at which plain backoff's retry would have
+// found the host back (a host that flaps, or one that comes back while a long
+// attempt would still be out): the request then takes a step more, or, if its
+// steps left fail or the deadline comes first, fails where plain backoff
+// succeeds: most often on a rate limit that names its window's end (a
+// Retry-After date, or seconds counting down), as the steps wait a window's
+// length from wherever they fall (docs/storm-control.md has the figures). A
+// Retry-After told to a retry that stood for a later step is waited from that
+// step, as plain backoff, whose attempt went then, waits it: so a held
+// request's steps keep to plain backoff's when every failure says the same
+// Retry-After, at the cost of ending later when the host stops saying it
+// meanwhile (the first exception).
 //
 // With the host gate off, a budget bounds retries across hosts instead
 // (see Budget). Only hosts with requests retrying have state: while

@@ -4,9 +4,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
+
+// Groups of requests drawn at random, with storm control on and off side
+// by side (saysRun): how many of plain backoff's rescues storm control
+// keeps where the host is neither simply up nor simply down.
 
 // TestRandomFailuresAreNotTakenForAnOutage: groups of 20 to 220 requests
 // on a host that fails each attempt at random, 60% of them, the same
@@ -69,7 +74,9 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 // rescued of plain backoff's 1,185 in 100 groups; in a review's groups
 // with deadlines, 2,148 of 2,432). A skipped step now waits what the
 // host says, as plain backoff's attempt there would be told, whatever the
-// request was told itself: 1,176 of 1,185 (2,424 of 2,432).
+// request was told itself: 1,176 of 1,185 (2,424 of 2,432); 1,186
+// (2,458) since a retry let go between steps keeps the last step
+// (TestHostBackSheddingRescuesAsPlainBackoff).
 func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(131, 132))
 	rescued, onRescued := 0, 0
@@ -115,5 +122,59 @@ func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 	t.Logf("storm control rescued %d, plain backoff %d", onRescued, rescued)
 	if onRescued*100 < rescued*98 {
 		t.Errorf("storm control rescued %d, plain backoff %d: under 98%%", onRescued, rescued)
+	}
+}
+
+// TestHostBackSheddingRescuesAsPlainBackoff: groups of 5 to 80 requests on
+// a host down for 0.5 to 5.5 s that comes back shedding: it answers 1 to
+// 4 attempts in each 100 ms and refuses the rest with 429 and
+// Retry-After: 1 or 2. A held request let go between its steps and
+// refused stood, told a Retry-After that outlasts its next step, for that
+// step sent early; when that was its last, the request ended at once,
+// where plain backoff's last step went later and often found a free slot:
+// 2,205 rescued against plain backoff's 2,243 in 100 groups (a review's
+// groups with deadlines: 3,828 of 3,966). It now waits the Retry-After
+// out and sends its last step then: 2,313.
+func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
+	r := rand.New(rand.NewPCG(111, 112))
+	rescued, onRescued := 0, 0
+	for seed := range propertySeeds(100) {
+		base := time.Duration(10+r.IntN(300)) * time.Millisecond
+		pol := Policy{MaxRetries: 2 + r.IntN(7), BaseDelay: base, MaxDelay: base * time.Duration(1+r.IntN(8)), Jitter: Jitter(r.IntN(4))}
+		n, upAt, k, ra := 5+r.IntN(76), time.Duration(500+r.IntN(5000))*time.Millisecond, 1+r.IntN(4), strconv.Itoa(1+r.IntN(2))
+		starts, paths := make([]time.Duration, n), make([]string, n)
+		for i := range n {
+			starts[i] = time.Duration(r.IntN(3000)) * time.Millisecond
+		}
+		answer := func() func(i int, at time.Duration) *http.Response {
+			var mu sync.Mutex
+			answered := map[time.Duration]int{} // per 100 ms of the run
+			return func(_ int, at time.Duration) *http.Response {
+				if at < upAt {
+					return response(503, "down")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if slot := at / (100 * time.Millisecond); answered[slot] < k {
+					answered[slot]++
+					return response(200, "ok")
+				}
+				return says429(ra)
+			}
+		}
+		on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, answer())
+		off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, answer())
+		for i := range n {
+			if off[i].code == 200 {
+				rescued++
+			}
+			if on[i].code == 200 {
+				onRescued++
+			}
+		}
+	}
+	t.Logf("storm control rescued %d, plain backoff %d", onRescued, rescued)
+	if onRescued < rescued {
+		t.Errorf("storm control rescued %d, plain backoff %d", onRescued, rescued)
 	}
 }
