@@ -969,11 +969,27 @@ func TestHeldRequestsLastRetryFollowsItsOwnDraws(t *testing.T) {
 // plain backoff's, a Retry-After after 2.137 s, is past it: L sent as many
 // attempts and ended 480 ms after plain backoff (a review's find, 35 of
 // 29,596 such requests). What a Retry-After brings forward of plain
-// backoff's next step now counts when the deadline is fitted.
+// backoff's next step now counts when the deadline is fitted. The step at
+// 2.137 s is L's last, the deadline coming before the one after it, and a
+// retry let go between steps no longer stands for a last step (see
+// heldWait): L waits the Retry-After out and sends that step at 2.534 s,
+// 0.4 s after plain backoff's, the documented exception, for its chance
+// to find the host back. It sends no more attempts than plain backoff,
+// none past its deadline, and its last wait is the Retry-After.
 func TestRetryBetweenStepsToldARetryAfterKeepsToPlainBackoffsDeadline(t *testing.T) {
 	on, off := runUniformRetryAfter(t, StormControl{}, false), runUniformRetryAfter(t, stormOff, false)
-	if on.code != 200 && off.code != 200 && (on.end > off.end || len(on.sends) > len(off.sends)) {
+	if on.code == 200 || off.code == 200 {
+		t.Fatalf("arrangement: L must fail either way; got %d on, %d off", on.code, off.code)
+	}
+	k := len(on.sends)
+	if k < 2 {
+		t.Fatalf("arrangement: L must retry; it sent %v", on.sends)
+	}
+	if k > len(off.sends) || on.end >= 2874*time.Millisecond {
 		t.Errorf("L ended at %v after %v; plain backoff at %v after %v", on.end, on.sends, off.end, off.sends)
+	}
+	if last := on.sends[k-1] - on.sends[k-2]; on.end > off.end && (last < time.Second || last > 1100*time.Millisecond+7*time.Millisecond) {
+		t.Errorf("L ended at %v after %v, its last wait %v not the Retry-After; plain backoff at %v after %v", on.end, on.sends, last, off.end, off.sends)
 	}
 }
 

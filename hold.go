@@ -195,15 +195,16 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		r.m.left = heldStep{}
 		left.from = left.from.Add(early)
 		left.floor = min(left.floor, r.m.floorFrom(floor, left.from)) // re-timed by what it was told; a longer one puts it off below
-		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.step() >= r.pol.retries() {
+		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
 			r.m.late = max(now.Sub(at), 0) // a retry still out at the step puts off none after it
 			r.m.until, r.m.stepDue, r.floor = at, at, floor
 			return max(at.Sub(now), floor), r.cutShort(now, max(at.Sub(now), floor)), true
 		}
 		// Told a Retry-After that outlasts the step, the retry stood for
 		// that step, sent early: it waits from there as plain backoff would.
-		// Not for its last step (above): the request would have none left
-		// to go, where plain backoff's goes and may find the host back.
+		// Not for its last step (above), by MaxRetries or by the deadline or
+		// MaxElapsed: the request would have none left to go, where plain
+		// backoff's goes and may find the host back.
 		r.m.extra, r.m.late = r.m.extra-1, r.sent.Sub(left.at())
 		return 0, StopNone, false
 	}
