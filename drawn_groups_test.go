@@ -13,6 +13,42 @@ import (
 // by side (saysRun): how many of plain backoff's rescues storm control
 // keeps where the host is neither simply up nor simply down.
 
+// groupTally counts, over drawn groups, the requests plain backoff
+// rescues, those storm control rescues, and those it loses of the first.
+type groupTally struct{ rescued, onRescued, lost int }
+
+// add runs one group on and off (see saysRun), each run with a server
+// from serve, and counts it.
+func (g *groupTally) add(t *testing.T, pol Policy, seed int, starts []time.Duration, serve func() func(i int, at time.Duration) *http.Response) {
+	paths := make([]string, len(starts))
+	on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, serve())
+	off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, serve())
+	for i := range starts {
+		if off[i].code == 200 {
+			g.rescued++
+			if on[i].code != 200 {
+				g.lost++
+			}
+		}
+		if on[i].code == 200 {
+			g.onRescued++
+		}
+	}
+}
+
+// byAttempt returns a server factory whose answer to request i's k-th
+// attempt (from 0), sent at at, is answer(i, k, at); only request i's
+// goroutine counts its attempts.
+func byAttempt(n int, answer func(i, k int, at time.Duration) *http.Response) func() func(i int, at time.Duration) *http.Response {
+	return func() func(i int, at time.Duration) *http.Response {
+		attempts := make([]int, n)
+		return func(i int, at time.Duration) *http.Response {
+			attempts[i]++
+			return answer(i, attempts[i]-1, at)
+		}
+	}
+}
+
 // TestRandomFailuresAreNotTakenForAnOutage: groups of 20 to 220 requests
 // on a host that fails each attempt at random, 60% of them, the same
 // attempts on and off (each request's k-th attempt fails on both or on
@@ -25,43 +61,29 @@ import (
 // in 2,000 groups), under 1 in 2,000.
 func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 	r := rand.New(rand.NewPCG(81, 82))
-	rescued, lost := 0, 0
+	var g groupTally
 	for seed := range propertySeeds(60) {
 		base := time.Duration(5+r.IntN(50)) * time.Millisecond
 		pol := Policy{MaxRetries: 2 + r.IntN(5), BaseDelay: base, MaxDelay: base * time.Duration(2+r.IntN(50)), Jitter: Jitter(r.IntN(4))}
 		n := 20 + r.IntN(200)
 		span := time.Duration(100+r.IntN(3000)) * time.Millisecond
-		starts, paths, fails := make([]time.Duration, n), make([]string, n), make([][]bool, n)
+		starts, fails := make([]time.Duration, n), make([][]bool, n)
 		for i := range n {
 			starts[i] = time.Duration(r.Int64N(int64(span)))
 			for range 1 + pol.retries() {
 				fails[i] = append(fails[i], r.Float64() < 0.6)
 			}
 		}
-		answer := func(attempts []int) func(i int, at time.Duration) *http.Response {
-			return func(i int, _ time.Duration) *http.Response {
-				k := attempts[i] // only request i's goroutine counts its attempts
-				attempts[i]++
-				if fails[i][k] {
-					return response(503, "busy")
-				}
-				return response(200, "ok")
+		g.add(t, pol, seed, starts, byAttempt(n, func(i, k int, _ time.Duration) *http.Response {
+			if fails[i][k] {
+				return response(503, "busy")
 			}
-		}
-		on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, answer(make([]int, n)))
-		off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, answer(make([]int, n)))
-		for i := range n {
-			if off[i].code == 200 {
-				rescued++
-				if on[i].code != 200 {
-					lost++
-				}
-			}
-		}
+			return response(200, "ok")
+		}))
 	}
-	t.Logf("storm control lost %d of plain backoff's %d rescues", lost, rescued)
-	if lost*2000 > rescued {
-		t.Errorf("storm control lost %d of plain backoff's %d rescues from a host failing 60%% at random", lost, rescued)
+	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
+	if g.lost*2000 > g.rescued {
+		t.Errorf("storm control lost %d of plain backoff's %d rescues from a host failing 60%% at random", g.lost, g.rescued)
 	}
 }
 
@@ -79,12 +101,12 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 // (TestHostBackSheddingRescuesAsPlainBackoff).
 func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(131, 132))
-	rescued, onRescued := 0, 0
+	var g groupTally
 	for seed := range propertySeeds(100) {
 		base := time.Duration(10+r.IntN(300)) * time.Millisecond
 		pol := Policy{MaxRetries: 2 + r.IntN(7), BaseDelay: base, MaxDelay: base * time.Duration(1+r.IntN(8)), Jitter: Jitter(r.IntN(4))}
 		n, upAt, q := 2+r.IntN(29), time.Duration(1000+r.IntN(6000))*time.Millisecond, r.Float64()
-		starts, paths, says := make([]time.Duration, n), make([]string, n), make([][]string, n)
+		starts, says := make([]time.Duration, n), make([][]string, n)
 		for i := range n {
 			starts[i] = time.Duration(r.IntN(3000)) * time.Millisecond
 			for range 1 + pol.retries() {
@@ -95,33 +117,19 @@ func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 				says[i] = append(says[i], ra)
 			}
 		}
-		answer := func(attempts []int) func(i int, at time.Duration) *http.Response {
-			return func(i int, at time.Duration) *http.Response {
-				k := attempts[i] // only request i's goroutine counts its attempts
-				attempts[i]++
-				if at >= upAt {
-					return response(200, "ok")
-				}
-				if says[i][k] == "" {
-					return response(503, "down")
-				}
-				return says429(says[i][k])
+		g.add(t, pol, seed, starts, byAttempt(n, func(i, k int, at time.Duration) *http.Response {
+			switch {
+			case at >= upAt:
+				return response(200, "ok")
+			case says[i][k] == "":
+				return response(503, "down")
 			}
-		}
-		on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, answer(make([]int, n)))
-		off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, answer(make([]int, n)))
-		for i := range n {
-			if off[i].code == 200 {
-				rescued++
-			}
-			if on[i].code == 200 {
-				onRescued++
-			}
-		}
+			return says429(says[i][k])
+		}))
 	}
-	t.Logf("storm control rescued %d, plain backoff %d", onRescued, rescued)
-	if onRescued*100 < rescued*98 {
-		t.Errorf("storm control rescued %d, plain backoff %d: under 98%%", onRescued, rescued)
+	t.Logf("storm control rescued %d, plain backoff %d", g.onRescued, g.rescued)
+	if g.onRescued*100 < g.rescued*98 {
+		t.Errorf("storm control rescued %d, plain backoff %d: under 98%%", g.onRescued, g.rescued)
 	}
 }
 
@@ -137,16 +145,16 @@ func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 // out and sends its last step then: 2,313.
 func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
 	r := rand.New(rand.NewPCG(111, 112))
-	rescued, onRescued := 0, 0
+	var g groupTally
 	for seed := range propertySeeds(100) {
 		base := time.Duration(10+r.IntN(300)) * time.Millisecond
 		pol := Policy{MaxRetries: 2 + r.IntN(7), BaseDelay: base, MaxDelay: base * time.Duration(1+r.IntN(8)), Jitter: Jitter(r.IntN(4))}
 		n, upAt, k, ra := 5+r.IntN(76), time.Duration(500+r.IntN(5000))*time.Millisecond, 1+r.IntN(4), strconv.Itoa(1+r.IntN(2))
-		starts, paths := make([]time.Duration, n), make([]string, n)
+		starts := make([]time.Duration, n)
 		for i := range n {
 			starts[i] = time.Duration(r.IntN(3000)) * time.Millisecond
 		}
-		answer := func() func(i int, at time.Duration) *http.Response {
+		g.add(t, pol, seed, starts, func() func(i int, at time.Duration) *http.Response {
 			var mu sync.Mutex
 			answered := map[time.Duration]int{} // per 100 ms of the run
 			return func(_ int, at time.Duration) *http.Response {
@@ -161,20 +169,10 @@ func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
 				}
 				return says429(ra)
 			}
-		}
-		on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, answer())
-		off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, answer())
-		for i := range n {
-			if off[i].code == 200 {
-				rescued++
-			}
-			if on[i].code == 200 {
-				onRescued++
-			}
-		}
+		})
 	}
-	t.Logf("storm control rescued %d, plain backoff %d", onRescued, rescued)
-	if onRescued < rescued {
-		t.Errorf("storm control rescued %d, plain backoff %d", onRescued, rescued)
+	t.Logf("storm control rescued %d, plain backoff %d", g.onRescued, g.rescued)
+	if g.onRescued < g.rescued {
+		t.Errorf("storm control rescued %d, plain backoff %d", g.onRescued, g.rescued)
 	}
 }
