@@ -640,8 +640,9 @@ func TestRetryAfterOnFlappingHostsEndsNoLaterThanPlainBackoff(t *testing.T) {
 		}
 		later++
 		ra, _ := strconv.Atoi(f.ra)
-		if k := len(on.sends); k < 2 || on.sends[k-1]-on.sends[k-2] < time.Duration(ra)*time.Second {
-			t.Errorf("%+v:\nL ended at %v after %v, its last wait not a Retry-After; off at %v after %v", f, on.end, on.sends, off.end, off.sends)
+		told := time.Duration(ra) * time.Second
+		if k := len(on.sends); k < 2 || on.sends[k-1]-on.sends[k-2] < told || on.end-off.end > told*11/10 {
+			t.Errorf("%+v:\nL ended at %v after %v, its last wait not a Retry-After, or later by more than one; off at %v after %v", f, on.end, on.sends, off.end, off.sends)
 		}
 	}
 	if later*500 > n {
@@ -981,17 +982,20 @@ func TestRetryBetweenStepsToldARetryAfterKeepsToPlainBackoffsDeadline(t *testing
 	if on.code == 200 || off.code == 200 {
 		t.Fatalf("arrangement: L must fail either way; got %d on, %d off", on.code, off.code)
 	}
-	k := len(on.sends)
+	k, deadline := len(on.sends), uniformLDeadline
 	if k < 2 {
 		t.Fatalf("arrangement: L must retry; it sent %v", on.sends)
 	}
-	if k > len(off.sends) || on.end >= 2874*time.Millisecond {
+	if k > len(off.sends) || on.end >= deadline || on.end-off.end > 1100*time.Millisecond {
 		t.Errorf("L ended at %v after %v; plain backoff at %v after %v", on.end, on.sends, off.end, off.sends)
 	}
 	if last := on.sends[k-1] - on.sends[k-2]; on.end > off.end && (last < time.Second || last > 1100*time.Millisecond+7*time.Millisecond) {
 		t.Errorf("L ended at %v after %v, its last wait %v not the Retry-After; plain backoff at %v after %v", on.end, on.sends, last, off.end, off.sends)
 	}
 }
+
+// uniformLDeadline is L's deadline in runUniformRetryAfter.
+const uniformLDeadline = 2874 * time.Millisecond
 
 // uniformOutcome is what became of L.
 type uniformOutcome struct {
@@ -1012,7 +1016,7 @@ func runUniformRetryAfter(t *testing.T, sc StormControl, fixed bool) (l uniformO
 		stream          uint64
 	}
 	reqs := []reqSpec{
-		{546501 * time.Microsecond, 2874 * ms, Policy{}, 2}, // L
+		{546501 * time.Microsecond, uniformLDeadline, Policy{}, 2}, // L
 		{1306389 * time.Microsecond, 0, Policy{}, 3},
 		{1002325 * time.Microsecond, 2374 * ms, Policy{MaxRetries: 7, BaseDelay: 283 * ms, MaxDelay: 1073 * ms, Jitter: JitterEqual}, 5},
 	}

@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -442,22 +441,19 @@ func TestGateHoldsOnlyOnceTheOutageIsProven(t *testing.T) {
 		name  string
 		took  time.Duration // how long the failed attempts took; zero: not timed
 		askAt int           // ms after the host went down
+		fails int           // attempts failed in a row
 		want  bool
 	}{
-		{"no attempt timed", 0, 10_000, false},
-		{"down for less than two attempts' time", 100 * time.Millisecond, 199, false},
-		{"down for two attempts' time", 100 * time.Millisecond, 200, true},
-		{"attempts that take next to no time", time.Microsecond, 1, true},
-		{"fewer than provenRun attempts failed in a row", 100 * time.Millisecond, 10_000, false},
+		{"no attempt timed", 0, 10_000, provenRun, false},
+		{"down for less than two attempts' time", 100 * time.Millisecond, 199, provenRun, false},
+		{"down for two attempts' time", 100 * time.Millisecond, 200, provenRun, true},
+		{"attempts that take next to no time", time.Microsecond, 1, provenRun, true},
+		{"fewer than provenRun attempts failed in a row", 100 * time.Millisecond, 10_000, provenRun - 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
 			ms := []*member{newMember(), newMember()}
-			failures := provenRun
-			if strings.HasPrefix(tc.name, "fewer") {
-				failures = provenRun - 1
-			}
-			for i := range failures {
+			for i := range tc.fails {
 				f := failure{first: i < 2, at: at(0)}
 				if tc.took > 0 {
 					f.sent = at(0).Add(-tc.took)
