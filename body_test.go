@@ -511,7 +511,11 @@ func TestBufferingEndsWithTheContext(t *testing.T) {
 // TestEmptyBodyUnderADeclaredLengthIsNotSentAsEmpty: a buffered body that
 // turns out empty while ContentLength says 5 is a truncated upload; sent
 // as NoBody it would become an empty PUT. Base sees the mismatch instead,
-// and fails the request as it would without retries.
+// and fails the request as it would without retries. Which error net/http
+// returns for it races: the write's ("ContentLength=5 with Body length
+// 0") or, when the server closed the connection first, the read's (a CI
+// run's "use of closed network connection"); either way no empty PUT
+// arrives.
 func TestEmptyBodyUnderADeclaredLengthIsNotSentAsEmpty(t *testing.T) {
 	var empty atomic.Int32 // PUTs that arrived whole, and empty
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -525,9 +529,7 @@ func TestEmptyBodyUnderADeclaredLengthIsNotSentAsEmpty(t *testing.T) {
 		req.ContentLength = 5
 		resp, err := rt.RoundTrip(req)
 		assert.Nil(t, resp)
-		if assert.Error(t, err) {
-			assert.Contains(t, err.Error(), "ContentLength=5 with Body length 0")
-		}
+		assert.Error(t, err)
 	}
 	assert.Equal(t, int32(0), empty.Load(), "no empty PUT reached the server")
 }
