@@ -181,8 +181,9 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 
 // heldWait returns the wait before the next retry of a held request when
 // its steps set it (set): after a retry sent between steps, until the step
-// it left to come, re-timed by the Retry-After it was told, or none, and
-// no earlier than that Retry-After's end; after a step that went early,
+// it left to come (its own backoff from now when the retry was still out
+// at it), re-timed by the Retry-After it was told, or none, and no earlier
+// than that Retry-After's end; after a step that went early,
 // its attempts not yet timed (see catchUp), and was the last plain
 // backoff sends, until plain backoff sends it, as it goes again then.
 // Otherwise a retry between steps told a Retry-After that outlasts the
@@ -195,8 +196,14 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		r.m.left = heldStep{}
 		left.from = left.from.Add(early)
 		left.floor = min(left.floor, r.m.floorFrom(floor, left.from)) // re-timed by what it was told; a longer one puts it off below
+		if left.at().Before(now) {
+			// Still out at its step: the step waits its own backoff from
+			// the failure, as plain backoff's next waits from its attempt's
+			// (sent at once, it made an attempt more than plain backoff).
+			left.from = now
+		}
 		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
-			r.m.late = max(now.Sub(at), 0) // a retry still out at the step puts off none after it
+			r.m.late = 0
 			r.m.until, r.m.stepDue, r.floor = at, at, floor
 			return max(at.Sub(now), floor), r.cutShort(now, max(at.Sub(now), floor)), true
 		}
