@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -40,13 +39,9 @@ func (w rateWindow) run(t *testing.T, c StormControl) (a rwResult) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var mu sync.Mutex
-		streams := map[uint64]*rand.Rand{}
+		streams := newRequestStreams(w.seed)
 		tr := &Transport{Storm: c, Policy: w.pol,
-			Random: func() float64 {
-				mu.Lock()
-				defer mu.Unlock()
-				return streams[goroutineID()].Float64()
-			},
+			Random: streams.random,
 			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				at := time.Since(t0)
 				if r.Header.Get("X-I") == "0" {
@@ -69,9 +64,7 @@ func (w rateWindow) run(t *testing.T, c StormControl) (a rwResult) {
 		var wg sync.WaitGroup
 		for i, s := range w.reqs {
 			wg.Go(func() {
-				mu.Lock()
-				streams[goroutineID()] = rand.New(rand.NewPCG(w.seed, uint64(i)))
-				mu.Unlock()
+				streams.join(uint64(i))
 				time.Sleep(s.start) // virtual
 				ctx, cancel := context.WithTimeout(context.Background(), s.deadline)
 				defer cancel()

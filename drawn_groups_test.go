@@ -100,7 +100,9 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 // host says, as plain backoff's attempt there would be told, whatever the
 // request was told itself: 1,176 of 1,185 (2,424 of 2,432); 1,186
 // (2,458) since a retry let go between steps keeps the last step
-// (TestHostBackSheddingRescuesAsPlainBackoff).
+// (TestHostBackSheddingRescuesAsPlainBackoff), and 1,195 since a step
+// left by one still out at it waits its own backoff
+// (TestRetryStillOutAtItsStepMakesNoAttemptMore).
 func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(131, 132))
 	var g groupTally

@@ -34,14 +34,9 @@ func (g hangGroup) run(t *testing.T, c StormControl) (attempts []int, ok []bool)
 	attempts, ok = make([]int, n), make([]bool, n)
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		var mu sync.Mutex
-		streams := map[uint64]*rand.Rand{}
+		streams := newRequestStreams(g.seed)
 		tr := &Transport{Storm: c, Policy: g.pol, AttemptTimeout: g.timeout, MaxElapsed: g.maxElapsed,
-			Random: func() float64 {
-				mu.Lock()
-				defer mu.Unlock()
-				return streams[goroutineID()].Float64()
-			},
+			Random: streams.random,
 			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				i, _ := strconv.Atoi(r.Header.Get("X-I"))
 				k := attempts[i] // only request i's goroutine counts its attempts
@@ -59,9 +54,7 @@ func (g hangGroup) run(t *testing.T, c StormControl) (attempts []int, ok []bool)
 		var wg sync.WaitGroup
 		for i, start := range g.starts {
 			wg.Go(func() {
-				mu.Lock()
-				streams[goroutineID()] = rand.New(rand.NewPCG(g.seed, uint64(i)))
-				mu.Unlock()
+				streams.join(uint64(i))
 				time.Sleep(start) // virtual
 				req := httptest.NewRequest("GET", "http://h/", nil).WithContext(context.Background())
 				req.Header.Set("X-I", strconv.Itoa(i))

@@ -156,6 +156,35 @@ func goroutineRandom(seed uint64) func() float64 {
 	}
 }
 
+// requestStreams gives each request's goroutine a random stream of its
+// own, PCG(seed, i) for request i, however the goroutines interleave their
+// draws, so that a request draws the same values on and off.
+type requestStreams struct {
+	seed uint64
+	mu   sync.Mutex
+	byID map[uint64]*rand.Rand
+}
+
+// newRequestStreams returns the streams of seed.
+func newRequestStreams(seed uint64) *requestStreams {
+	return &requestStreams{seed: seed, byID: map[uint64]*rand.Rand{}}
+}
+
+// join gives the calling goroutine request i's stream.
+func (s *requestStreams) join(i uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID[goroutineID()] = rand.New(rand.NewPCG(s.seed, i))
+}
+
+// random is a Transport's Random: the next value of the calling
+// goroutine's stream.
+func (s *requestStreams) random() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[goroutineID()].Float64()
+}
+
 // goroutineID reads the running goroutine's id from its stack header.
 func goroutineID() uint64 {
 	var buf [64]byte
@@ -1023,14 +1052,10 @@ func runUniformRetryAfter(t *testing.T, sc StormControl, fixed bool) (l uniformO
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var mu sync.Mutex
-		streams := map[uint64]*rand.Rand{}
-		random := func() float64 {
-			if fixed {
-				return 0.5
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			return streams[goroutineID()].Float64()
+		streams := newRequestStreams(6073)
+		random := streams.random
+		if fixed {
+			random = func() float64 { return 0.5 }
 		}
 		tr := &Transport{Storm: sc, Random: random, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Header.Get("X-L") != "" {
@@ -1052,9 +1077,7 @@ func runUniformRetryAfter(t *testing.T, sc StormControl, fixed bool) (l uniformO
 		var wg sync.WaitGroup
 		for i, s := range reqs {
 			wg.Go(func() {
-				mu.Lock()
-				streams[goroutineID()] = rand.New(rand.NewPCG(6073, s.stream))
-				mu.Unlock()
+				streams.join(s.stream)
 				time.Sleep(s.start) // virtual: synctest's clock
 				ctx := WithPolicy(context.Background(), s.pol)
 				if s.deadline > 0 {

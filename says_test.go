@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -32,13 +31,9 @@ func saysRun(t *testing.T, c StormControl, pol Policy, seed uint64, starts []tim
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var mu sync.Mutex
-		streams := map[uint64]*rand.Rand{}
+		streams := newRequestStreams(seed)
 		tr := &Transport{Storm: c, Policy: pol,
-			Random: func() float64 {
-				mu.Lock()
-				defer mu.Unlock()
-				return streams[goroutineID()].Float64()
-			},
+			Random: streams.random,
 			OnGiveUp: func(e RetryEvent) {
 				i, _ := strconv.Atoi(e.Request.Header.Get("X-I"))
 				mu.Lock()
@@ -59,9 +54,7 @@ func saysRun(t *testing.T, c StormControl, pol Policy, seed uint64, starts []tim
 		var wg sync.WaitGroup
 		for i, start := range starts {
 			wg.Go(func() {
-				mu.Lock()
-				streams[goroutineID()] = rand.New(rand.NewPCG(seed, uint64(i)))
-				mu.Unlock()
+				streams.join(uint64(i))
 				time.Sleep(start) // virtual
 				req := httptest.NewRequest("GET", "http://h/"+paths[i], nil).WithContext(context.Background())
 				req.Header.Set("X-I", strconv.Itoa(i))
