@@ -16,8 +16,9 @@ import (
 // same virtual instant take the host's state in either order.
 
 // groupTally counts, over drawn groups, the requests plain backoff
-// rescues, those storm control rescues, and those it loses of the first.
-type groupTally struct{ rescued, onRescued, lost int }
+// rescues, those storm control rescues, and those it loses of the first;
+// and the attempts sent with storm control on and off.
+type groupTally struct{ rescued, onRescued, lost, onSent, offSent int }
 
 // add runs one group on and off (see saysRun), each run with a server
 // from serve, and counts it.
@@ -26,6 +27,7 @@ func (g *groupTally) add(t *testing.T, pol Policy, seed int, starts []time.Durat
 	on := saysRun(t, StormControl{}, pol, uint64(seed), starts, paths, serve())
 	off := saysRun(t, stormOff, pol, uint64(seed), starts, paths, serve())
 	for i := range starts {
+		g.onSent, g.offSent = g.onSent+len(on[i].sends), g.offSent+len(off[i].sends)
 		if off[i].code == 200 {
 			g.rescued++
 			if on[i].code != 200 {
@@ -178,5 +180,43 @@ func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
 	t.Logf("storm control rescued %d, plain backoff %d (%d of them lost held)", g.onRescued, g.rescued, g.lost)
 	if g.onRescued < g.rescued {
 		t.Errorf("storm control rescued %d, plain backoff %d", g.onRescued, g.rescued)
+	}
+}
+
+// TestSteadyClientThroughAnOutageRescuesAsPlainBackoff: one Transport whose
+// requests arrive at random, 20 a second for 7 s (about 140), through a
+// host down from 1 s to 4 s, with the simulator's fleet Policy or the
+// default one: the steady client of docs/storm-control.md, whose virtual
+// fleet figure differs from plain backoff's by a few requests from seed
+// to seed as the two draw their random values in different orders. With
+// the same values, request by request, storm control rescues every
+// request plain backoff does, with fewer attempts: over 8 groups, 856 of
+// 856 in 1,631 attempts against 4,262 (fleet Policy), 1,092 of 1,092 in
+// 1,675 against 3,136 (default Policy); over 64, 7,211 and 8,385, none
+// lost, in 37% and 53% of plain backoff's attempts.
+func TestSteadyClientThroughAnOutageRescuesAsPlainBackoff(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 92))
+	for _, pol := range []Policy{{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second}, {}} {
+		var g groupTally
+		for seed := range propertySeeds(8) {
+			var starts []time.Duration
+			for at := time.Duration(r.ExpFloat64() / 20 * float64(time.Second)); at < 7*time.Second; at += time.Duration(r.ExpFloat64() / 20 * float64(time.Second)) {
+				starts = append(starts, at)
+			}
+			g.add(t, pol, seed, starts, func() func(int, time.Duration) *http.Response {
+				return func(_ int, at time.Duration) *http.Response {
+					if at >= time.Second && at < 4*time.Second {
+						return response(503, "down")
+					}
+					return response(200, "ok")
+				}
+			})
+		}
+		t.Logf("%+v: storm control rescued %d, plain backoff %d (%d of them lost); attempts %d, plain backoff %d",
+			pol, g.onRescued, g.rescued, g.lost, g.onSent, g.offSent)
+		if g.lost > 0 || g.onSent >= g.offSent {
+			t.Errorf("%+v: storm control lost %d of plain backoff's %d rescues, sending %d attempts against %d",
+				pol, g.lost, g.rescued, g.onSent, g.offSent)
+		}
 	}
 }
