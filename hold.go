@@ -37,10 +37,8 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	for {
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
-		if atStep { // whether it is the last is known only now, the host's Retry-After timing the next
-			m.h.setLast(m, r.lastStep(r.step(), next))
-		}
-		send, wake := m.h.poll(m, now, atStep)
+		last := atStep && r.lastStep(r.step(), next) // known only now, the host's Retry-After timing the next
+		send, wake := m.h.poll(m, now, atStep, last)
 		switch {
 		case send:
 			if !atStep { // an extra retry: the step still comes
@@ -98,7 +96,7 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 	timer := time.NewTimer(maxDuration)
 	defer timer.Stop()
 	for now := time.Now(); now.Before(due); now = time.Now() {
-		send, wake := m.h.poll(m, now, false)
+		send, wake := m.h.poll(m, now, false, false)
 		if send { // released by the host's answers
 			m.extra, m.left = m.extra+1, heldStep{from: due}
 			return true, StopNone

@@ -50,30 +50,27 @@ type hostSet struct {
 type host struct {
 	mu                  sync.Mutex
 	name                string
-	members             []*member     // the retrying requests, oldest first
-	downSeen            time.Time     // when the latest failed attempt went
-	run                 int           // attempts failed since the latest answer
-	streak              int           // attempts answered since the latest failure
-	outageStart         time.Time     // the first failure of the outage under way
-	proven              bool          // an outage of it has been proven (see provenDown)
-	took                attemptTime   // how long its failed attempts take
-	drain, othersDrain  time.Duration // how long its latest failed response took to drain; the latest of a request other than drainedBy's
-	drainedBy           *member       // the request of the latest
-	answerTook          time.Duration // how long its latest timed answer took
-	backAt              time.Time     // when it last answered after being down
-	lastFresh           time.Time     // the latest first attempt
-	gap                 time.Duration // the usual time between first attempts
-	gaps                int           // samples in gap, up to gapWeight
-	share               float64       // releases each answer earns
-	credit              float64       // releases earned, not yet used
-	releasedSinceHalved bool          // a release happened since share was last halved
-	saysWait            bool          // its latest failure came with a Retry-After
-	lastFailed          *member       // the request of that failure
-	othersWait          bool          // the latest failure of a request other than lastFailed came with one
-	probing             *member       // the line's probe whose outcome is awaited
-	nextProbe           time.Time     // the next probe goes no earlier
-	missed              int           // the line's probes failed in a row
-	pace                time.Duration // the wait after the latest failed probe
+	members             []*member             // the retrying requests, oldest first
+	downSeen            time.Time             // when the latest failed attempt went
+	run                 int                   // attempts failed since the latest answer
+	streak              int                   // attempts answered since the latest failure
+	outageStart         time.Time             // the first failure of the outage under way
+	proven              bool                  // an outage of it has been proven (see provenDown)
+	took                attemptTime           // how long its failed attempts take
+	drain               latest[time.Duration] // how long its failed responses took to drain
+	answerTook          time.Duration         // how long its latest timed answer took
+	backAt              time.Time             // when it last answered after being down
+	lastFresh           time.Time             // the latest first attempt
+	gap                 time.Duration         // the usual time between first attempts
+	gaps                int                   // samples in gap, up to gapWeight
+	share               float64               // releases each answer earns
+	credit              float64               // releases earned, not yet used
+	releasedSinceHalved bool                  // a release happened since share was last halved
+	says                latest[bool]          // whether its failures came with a Retry-After
+	probing             *member               // the line's probe whose outcome is awaited
+	nextProbe           time.Time             // the next probe goes no earlier
+	missed              int                   // the line's probes failed in a row
+	pace                time.Duration         // the wait after the latest failed probe
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -94,17 +91,14 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
-	if h.lastFailed != m {
-		h.othersWait = h.saysWait
-	}
-	if h.saysWait && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
+	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
 	m.fromLine, m.floor, m.floorAt = false, f.floor, time.Time{}
 	if f.dated {
 		m.floorAt = f.at.Add(f.floor)
 	}
-	h.saysWait, h.lastFailed = f.floor > 0, m
+	h.says.note(m, f.floor > 0)
 	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at // what its path's held steps read (see toldOnPath)
 	if f.overCap {                                     // never waited, so it times no step
 		m.heeded = 0
@@ -227,22 +221,28 @@ func (h *host) flowEnd() time.Time {
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// drained records that a failed response of m's took d to drain. h.mu
-// is held.
-func (h *host) drained(m *member, d time.Duration) {
-	if h.drainedBy != m {
-		h.othersDrain = h.drain
-	}
-	h.drain, h.drainedBy = d, m
+// latest is the latest value the host's retrying requests reported of
+// something, and the latest that a request other than its reporter did,
+// so that a request can ask what the others said last.
+type latest[T any] struct {
+	v, others T
+	by        *member // the request that reported v
 }
 
-// drainOfOthers returns how long the latest failed response of a request
-// other than m took to drain. h.mu is held.
-func (h *host) drainOfOthers(m *member) time.Duration {
-	if h.drainedBy == m {
-		return h.othersDrain
+// note records v, reported by m.
+func (l *latest[T]) note(m *member, v T) {
+	if l.by != m {
+		l.others = l.v
 	}
-	return h.drain
+	l.v, l.by = v, m
+}
+
+// besides returns the latest value reported by a request other than m.
+func (l *latest[T]) besides(m *member) T {
+	if l.by == m {
+		return l.others
+	}
+	return l.v
 }
 
 // attemptTime is a running average of the time failed attempts take, and

@@ -50,7 +50,7 @@ func held(h *host, m *member, now time.Time) bool {
 		return false
 	}
 	h.enqueue(m, place{nextAt: far, last: m.last, spare: true})
-	send, _ := h.poll(m, now, false)
+	send, _ := h.poll(m, now, false, false)
 	return !send
 }
 
@@ -94,32 +94,32 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // a first step of 50 ms at its mean
 	}
 	stopped := at(3 + flowGaps) // eight gaps of 1 ms after the last
-	if send, wake := h.poll(ms[0], at(5), false); send || !wake.Equal(stopped) {
+	if send, wake := h.poll(ms[0], at(5), false, false); send || !wake.Equal(stopped) {
 		t.Errorf("poll = %v, wake at %v; want a wake once fresh requests count as stopped, at %v", send, wake.Sub(t0), stopped.Sub(t0))
 	}
-	if send, _ := h.poll(ms[1], stopped, false); send {
+	if send, _ := h.poll(ms[1], stopped, false, false); send {
 		t.Error("a retry that is not the oldest held probed")
 	}
-	if send, _ := h.poll(ms[0], stopped, false); !send {
+	if send, _ := h.poll(ms[0], stopped, false, false); !send {
 		t.Fatal("the oldest held did not probe once fresh requests stopped")
 	}
-	if send, _ := h.poll(ms[1], stopped.Add(time.Second), false); send {
+	if send, _ := h.poll(ms[1], stopped.Add(time.Second), false, false); send {
 		t.Error("a second probe went while the first one's outcome was awaited")
 	}
 	// The probe failed: the next held goes one of its own first backoffs
 	// later (50 ms), as the host is down, not the usual gap.
 	s.failed("h", ms[0], failure{first: false, at: stopped})
 	next := stopped.Add(50 * time.Millisecond)
-	if send, wake := h.poll(ms[1], stopped, false); send || !wake.Equal(next) {
+	if send, wake := h.poll(ms[1], stopped, false, false); send || !wake.Equal(next) {
 		t.Errorf("the next held: send %v, wake %v; want a wake at %v", send, wake.Sub(t0), next.Sub(t0))
 	}
-	if send, _ := h.poll(ms[1], next, false); !send {
+	if send, _ := h.poll(ms[1], next, false, false); !send {
 		t.Fatal("the next held did not probe its pace after the last")
 	}
 	// It answered: the host is up, and the answer to a retry from the
 	// line earns its place back, so the next held goes at once.
 	h.answered(next, ms[1], false, s.share, time.Time{})
-	if send, _ := h.poll(ms[2], next, false); !send || !ms[2].fromLine {
+	if send, _ := h.poll(ms[2], next, false, false); !send || !ms[2].fromLine {
 		t.Errorf("after the probe's answer: send %v; want the next held released in its place", send)
 	}
 }
@@ -137,17 +137,17 @@ func TestGateProbeWaitsAPaceAfterTheHostsLatestFailure(t *testing.T) {
 		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // a pace of 50 ms after a failed probe
 	}
 	stopped := at(3 + flowGaps)
-	if send, _ := h.poll(ms[0], stopped, false); !send {
+	if send, _ := h.poll(ms[0], stopped, false, false); !send {
 		t.Fatal("setup: the oldest held did not probe once fresh requests stopped")
 	}
 	s.failed("h", ms[0], failure{at: stopped})
 	later := stopped.Add(30 * time.Millisecond)
 	s.failed("h", ms[3], failure{at: later}) // a retry that was not held fails 30 ms after the probe
 	next := later.Add(50 * time.Millisecond)
-	if send, wake := h.poll(ms[1], stopped.Add(50*time.Millisecond), false); send || !wake.Equal(next) {
+	if send, wake := h.poll(ms[1], stopped.Add(50*time.Millisecond), false, false); send || !wake.Equal(next) {
 		t.Errorf("a pace after the probe: send %v, wake at %v; want a wake a pace after the latest failure, at %v", send, wake.Sub(t0), next.Sub(t0))
 	}
-	if send, _ := h.poll(ms[1], next, false); !send || h.probing != ms[1] {
+	if send, _ := h.poll(ms[1], next, false, false); !send || h.probing != ms[1] {
 		t.Errorf("a pace after the latest failure: send %v; want the next held to probe", send)
 	}
 }
@@ -366,7 +366,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		}
 		holdAt(h, prober, at(100000)) // back in line after its own wait
 		for _, m := range ms {
-			if send, _ := h.poll(m, next, false); send {
+			if send, _ := h.poll(m, next, false, false); send {
 				break
 			}
 		}
@@ -426,7 +426,7 @@ func TestGateLineBacksOffWithDecorrelatedJitterToo(t *testing.T) {
 		holdAt(h, prober, at(100000))
 		now = h.nextProbe
 		for _, m := range ms {
-			if send, _ := h.poll(m, now, false); send {
+			if send, _ := h.poll(m, now, false, false); send {
 				break
 			}
 		}
@@ -593,7 +593,7 @@ func TestHeldStepGoesWhenTheHostsLatestOutcomeIsAnAnswer(t *testing.T) {
 			// the host as its latest outcome left it: 1,662 small groups'
 			// requests of 61,449 failed that plain backoff rescued when a
 			// step needed 16 answers in a row, 1,213 now.
-			if send, _ := h.poll(ms[1], at(7), true); send != tc.goes {
+			if send, _ := h.poll(ms[1], at(7), true, false); send != tc.goes {
 				t.Errorf("step went %v, want %v", send, tc.goes)
 			}
 		})

@@ -84,16 +84,16 @@ func (h *host) skipTime(m *member) skipTimes {
 	defer h.mu.Unlock()
 	s := skipTimes{took: m.took, drain: m.drains.avg, fit: m.took.avg}
 	if !m.drains.timed { // none of its failures had a body (a reset): its steps' would, as the others' do
-		s.drain = h.drainOfOthers(m)
+		s.drain = h.drain.besides(m)
 	}
-	s.stepDrain = min(s.drain, h.drainOfOthers(m))
+	s.stepDrain = min(s.drain, h.drain.besides(m))
 	if !m.took.timed {
 		s.fit = times(m.untimed+1, h.took.longest)
 	}
 	// The attempt plain backoff sends at the step may drain a body as long
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
-	if h.saysWait {
+	if h.says.v {
 		s.floor = max(m.floor, h.toldOnPath(m))
 	}
 	return s
@@ -192,17 +192,11 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	if limited && !m.took.timed && !h.took.timed {
 		return false
 	}
-	others := h.saysWait // the latest failure of a request other than m came with a Retry-After
-	if h.lastFailed == m {
-		others = h.othersWait
-	}
+	others := h.says.besides(m) // the latest failure of a request other than m came with a Retry-After
 	down := h.provenDown(now)
 	singled := m.floor > 0 && !others     // a Retry-After of its own named its time, the others' failures none
 	told := m.toldIn.Equal(h.outageStart) // an outage the host has since answered out of told it nothing of this one
-	if len(h.members) == 1 || singled || !down && !told {
-		return false // it goes at its own backoff's time, as plain backoff's would
-	}
-	return true
+	return len(h.members) > 1 && !singled && (down || told) // else it goes at its own backoff's time, as plain backoff's would
 }
 
 // enqueue puts the held m in line, at p; it does not block.
@@ -210,13 +204,6 @@ func (h *host) enqueue(m *member, p place) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m.waiting, m.place = true, p
-}
-
-// setLast records whether the step m's retry waits for is its last.
-func (h *host) setLast(m *member, last bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	m.last = last
 }
 
 // mayGoBetween reports whether m's retry may go at now, between its
@@ -231,7 +218,7 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 	if now.Before(m.notBefore) || !m.spare || !m.nextAt.IsZero() && !back.Before(m.nextAt) {
 		return false
 	}
-	if m.floor == 0 || !h.saysWait || !h.down() {
+	if m.floor == 0 || !h.says.v || !h.down() {
 		return true
 	}
 	end := back.Add(spreadUp(m.floor, 1))
@@ -246,9 +233,12 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 // passed since the probe before and since the host's latest failure (rule
 // 3). Otherwise it skips the step, and says when to look again before
 // the next (zero: at the next).
-func (h *host) poll(m *member, now time.Time, atStep bool) (send bool, wake time.Time) {
+func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wake time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if atStep {
+		m.last = last
+	}
 	if now.Before(m.notBefore) { // it may go once the Retry-After it was told ends: it looks again then
 		defer func() { wake = earlierOf(wake, m.notBefore) }()
 	}

@@ -219,7 +219,7 @@ func (st *stormState) drained(m *member, d time.Duration) {
 	m.h.mu.Lock()
 	defer m.h.mu.Unlock()
 	m.drains.note(d)
-	m.h.drained(m, d)
+	m.h.drain.note(m, d)
 }
 
 // timing reports whether a host has requests retrying: then attempts are

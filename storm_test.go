@@ -1413,7 +1413,7 @@ func TestAnAnswerToARetryTheLineLetGoLetsTwoMoreGo(t *testing.T) {
 		}
 	}
 	h.credit = 1 // one release earned
-	if send, _ := h.poll(ms[1], now, false); !send {
+	if send, _ := h.poll(ms[1], now, false, false); !send {
 		t.Fatal("the credit released no one")
 	}
 	if h.probing != nil {

@@ -33,21 +33,21 @@ func TestProbeGoesToTheNextWhenTheFirstCannot(t *testing.T) {
 	a.took = attemptTime{avg: 50 * time.Millisecond, timed: true} // A may go between steps until t0+50ms
 	h.enqueue(a, place{nextAt: t0.Add(100 * time.Millisecond), spare: true})
 	h.enqueue(b, place{nextAt: t0.Add(time.Second), spare: true})
-	if send, wake := h.poll(a, t0, false); send || !wake.Equal(t0.Add(60*time.Millisecond)) {
+	if send, wake := h.poll(a, t0, false, false); send || !wake.Equal(t0.Add(60*time.Millisecond)) {
 		t.Fatalf("A at t0: send %v, wake %v; want a wait for the probe's time", send, wake)
 	}
-	if send, wake := h.poll(b, t0, false); send || !wake.IsZero() {
+	if send, wake := h.poll(b, t0, false, false); send || !wake.IsZero() {
 		t.Fatalf("B at t0: send %v, wake %v; want to sleep to its step", send, wake)
 	}
 	nudged(b)
 	at := t0.Add(60 * time.Millisecond)
-	if send, _ := h.poll(a, at, false); send {
+	if send, _ := h.poll(a, at, false, false); send {
 		t.Fatal("A went as the probe though its attempt would not be back before its step")
 	}
 	if !nudged(b) {
 		t.Fatal("B, now first in line, was not woken")
 	}
-	if send, _ := h.poll(b, at, false); !send {
+	if send, _ := h.poll(b, at, false, false); !send {
 		t.Error("B, woken, did not go as the line's probe")
 	}
 }
@@ -64,14 +64,14 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 	end := t0.Add(100 * time.Millisecond)
 	h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true, ownWait: true, notBefore: end})
 	h.answered(t0.Add(10*time.Millisecond), nil, true, 1, time.Time{}) // a whole release
-	send, wake := h.poll(a, t0.Add(10*time.Millisecond), false)
+	send, wake := h.poll(a, t0.Add(10*time.Millisecond), false, false)
 	if send {
 		t.Fatal("A went before its Retry-After ended")
 	}
 	if !wake.Equal(end) {
 		t.Fatalf("A sleeps until %v, want the Retry-After's end %v", wake, end)
 	}
-	if send, _ := h.poll(a, end, false); !send {
+	if send, _ := h.poll(a, end, false, false); !send {
 		t.Error("the release kept for A did not let it go when its Retry-After ended")
 	}
 }
@@ -96,7 +96,7 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 	if !nudged(a) {
 		t.Fatal("the answer that put A in grace did not wake it")
 	}
-	if send, _ := h.poll(a, at, false); !send {
+	if send, _ := h.poll(a, at, false, false); !send {
 		t.Error("A, in grace, did not go")
 	}
 }
