@@ -60,6 +60,7 @@ type host struct {
 	drain               latest[time.Duration] // how long its failed responses took to drain
 	answerTook          time.Duration         // how long its latest timed answer took
 	backAt              time.Time             // when it last answered after being down
+	lastDown            time.Time             // when the latest attempt it failed before then went
 	lastFresh           time.Time             // the latest first attempt
 	gap                 time.Duration         // the usual time between first attempts
 	gaps                int                   // samples in gap, up to gapWeight
@@ -170,7 +171,7 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 	}
 	back, news := h.down(), h.streak == 0 || longer
 	if back {
-		h.backAt = now
+		h.backAt, h.lastDown = now, h.downSeen
 	}
 	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
 	if first {

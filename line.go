@@ -194,8 +194,8 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	}
 	others := h.says.besides(m) // the latest failure of a request other than m came with a Retry-After
 	down := h.provenDown(now)
-	singled := m.floor > 0 && !others     // a Retry-After of its own named its time, the others' failures none
-	told := m.toldIn.Equal(h.outageStart) // an outage the host has since answered out of told it nothing of this one
+	singled := m.floor > 0 && !others                       // a Retry-After of its own named its time, the others' failures none
+	told := m.toldIn.Equal(h.outageStart)                   // an outage the host has since answered out of told it nothing of this one
 	return len(h.members) > 1 && !singled && (down || told) // else it goes at its own backoff's time, as plain backoff's would
 }
 
@@ -282,14 +282,26 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	if h.down() {
 		m.downStep = now
 	}
-	return h.streak > 0 && m.floor == 0 || stale
+	return h.streak > 0 && !h.toldToLine(m) || stale
+}
+
+// toldToLine reports whether the Retry-After m was told last keeps it to
+// the line's releases once the host answers: it may have named the host's
+// return to many, as no attempt the host failed went after it ended. h.mu
+// is held.
+func (h *host) toldToLine(m *member) bool {
+	end := m.floorAt
+	if end.IsZero() {
+		end = m.toldAt.Add(m.floor)
+	}
+	return m.floor > 0 && !h.lastDown.After(end)
 }
 
 // inGrace reports whether the host answered within an attempt's time of
 // m's latest step that found it down: the attempt plain backoff sent then
 // might have been answered. h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	return h.streak > 0 && m.floor == 0 && !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
+	return h.streak > 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.
