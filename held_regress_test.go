@@ -1117,14 +1117,15 @@ func runUniformRetryAfter(t *testing.T, sc StormControl, fixed bool) (l uniformO
 // answered, L's failed at 1.17 s and 1.58 s (a search of 6,000 drawn
 // arrangements found 6 such, and none the other way). The step a retry
 // is due at now goes by the rules of every step: on news no newer than
-// its own, as plain backoff's retry. (Five more requests at 0-80 ms fail
-// the provenRun attempts in a row that prove the outage by L's first
-// retry, as the search's three did before proof needed them.)
+// its own, as plain backoff's retry. (Thirteen more requests at 0-240 ms
+// fail the downAfter attempts in a row that prove the outage by L's first
+// retry, as the search's three did before proof needed them; with five,
+// L was first held later and lost its rescue to the host's flapping.)
 func TestStepARetryIsDueAtGoesByTheStepsRules(t *testing.T) {
 	ms := time.Millisecond
 	f := flappingHost{pol: Policy{MaxRetries: 5, BaseDelay: 539 * ms, MaxDelay: 539 * ms, Jitter: JitterEqual}, status: 503,
 		up: 1450 * ms, down2: 1801 * ms, lat: 124 * ms, lStart: 692 * ms, lDead: 1722 * ms,
-		bg: []time.Duration{331 * ms, 2269 * ms, 156 * ms, 0, 20 * ms, 40 * ms, 60 * ms, 80 * ms}, calls: 6, gap: 321 * ms}
+		bg: []time.Duration{331 * ms, 2269 * ms, 156 * ms, 0, 20 * ms, 40 * ms, 60 * ms, 80 * ms, 100 * ms, 120 * ms, 140 * ms, 160 * ms, 180 * ms, 200 * ms, 220 * ms, 240 * ms}, calls: 6, gap: 321 * ms}
 	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
 	if off.code != 200 {
 		t.Fatalf("plain backoff got %d: the arrangement must rescue L", off.code)

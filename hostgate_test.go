@@ -16,7 +16,7 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 // attempts; the host's health is then nil, as it is in an outage. Fresh
 // requests have come 1 ms apart for long enough that they count as
 // flowing for flowGaps gaps after the last (see host.flowEnd), and
-// requests now gone failed before them, so that provenRun attempts in a
+// requests now gone failed before them, so that downAfter attempts in a
 // row have failed.
 func failing(n int) (*hostSet, []*member) {
 	s := newHostSet(DefaultReleaseShare)
@@ -25,7 +25,7 @@ func failing(n int) (*hostSet, []*member) {
 		ms[i] = newMember()
 		s.failed("h", ms[i], failure{first: true, at: at(i), sent: at(i)})
 	}
-	ms[0].h.gaps, ms[0].h.run = flowGaps, max(ms[0].h.run, provenRun)
+	ms[0].h.gaps, ms[0].h.run = flowGaps, max(ms[0].h.run, downAfter)
 	return s, ms
 }
 
@@ -444,11 +444,11 @@ func TestGateHoldsOnlyOnceTheOutageIsProven(t *testing.T) {
 		fails int           // attempts failed in a row
 		want  bool
 	}{
-		{"no attempt timed", 0, 10_000, provenRun, false},
-		{"down for less than two attempts' time", 100 * time.Millisecond, 199, provenRun, false},
-		{"down for two attempts' time", 100 * time.Millisecond, 200, provenRun, true},
-		{"attempts that take next to no time", time.Microsecond, 1, provenRun, true},
-		{"fewer than provenRun attempts failed in a row", 100 * time.Millisecond, 10_000, provenRun - 1, false},
+		{"no attempt timed", 0, 10_000, downAfter, false},
+		{"down for less than two attempts' time", 100 * time.Millisecond, 199, downAfter, false},
+		{"down for two attempts' time", 100 * time.Millisecond, 200, downAfter, true},
+		{"attempts that take next to no time", time.Microsecond, 1, downAfter, true},
+		{"fewer than downAfter attempts failed in a row", 100 * time.Millisecond, 10_000, downAfter - 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
@@ -534,12 +534,12 @@ func TestGateFirstOutageAfterAnswersIsYoung(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newHostSet(DefaultReleaseShare)
 			ms := []*member{newMember(), newMember()}
-			for i := range provenRun { // failures at random create the state, which starts down
+			for i := range downAfter - 1 { // failures at random create the state, which starts down
 				failAt(s, ms[i%2], 0, 100*time.Millisecond)
 			}
 			h := ms[0].h
-			if !holdAt(h, ms[1], at(300)) {
-				t.Fatal("not held by a state that starts down, 300 ms old")
+			if holdAt(h, ms[1], at(300)) {
+				t.Fatal("held by a state 300 ms old with fewer than downAfter failures in a row")
 			}
 			answerAt(s, h, 1000, 50) // the host answers while both still retry
 			for i := range downAfter {

@@ -59,7 +59,7 @@ func callAfter(ctx context.Context, tr *Transport, after time.Duration, who stri
 
 // failOnce sends n POSTs to host h through tr, after a pause in the
 // bubble's virtual time; each fails and is not retried, so that, while
-// the arrangement's requests retry, the host has failed provenRun
+// the arrangement's requests retry, the host has failed downAfter
 // attempts in a row, enough to prove an outage.
 func failOnce(tr *Transport, after time.Duration, n int) {
 	time.Sleep(after) // virtual: every caller runs in a synctest bubble
@@ -117,7 +117,9 @@ func TestHeldRequestGoesOnceAlone(t *testing.T) {
 		var wg sync.WaitGroup
 		var status int
 		wg.Go(func() { status = callL(tr) })
-		wg.Go(func() { failOnce(tr, 200*time.Millisecond, provenRun) })
+		for i := range downAfter { // 25 ms apart: fresh requests flowing, so that no probe goes
+			wg.Go(func() { failOnce(tr, time.Duration(i+1)*25*time.Millisecond, 1) })
+		}
 		wg.Go(func() {
 			time.Sleep(300 * time.Millisecond)
 			ctx := WithPolicy(context.Background(), Policy{MaxRetries: 1, BaseDelay: 200 * time.Millisecond, Jitter: JitterNone})
@@ -270,7 +272,7 @@ func heldThenFailingAlone(t *testing.T, retryAfter string) {
 			tr := &Transport{Base: base, Storm: c, Policy: Policy{MaxRetries: 5, BaseDelay: 150 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}}
 			var wg sync.WaitGroup
 			wg.Go(func() { assert.Equal(t, 503, callL(tr)) })
-			wg.Go(func() { failOnce(tr, 200*time.Millisecond, provenRun) })
+			wg.Go(func() { failOnce(tr, 200*time.Millisecond, downAfter) })
 			wg.Go(func() {
 				time.Sleep(300 * time.Millisecond)
 				ctx, cancel := context.WithTimeout(context.Background(), 2200*time.Millisecond)

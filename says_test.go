@@ -27,30 +27,43 @@ type saysOut struct {
 // answer says what request i's attempt at at gets, after 5 ms.
 func saysRun(t *testing.T, c StormControl, pol Policy, seed uint64, starts []time.Duration, paths []string,
 	answer func(i int, at time.Duration) *http.Response) []saysOut {
+	return saysRunOn(t, 1, c, pol, seed, starts, paths, answer)
+}
+
+// saysRunOn is saysRun through n Transports, request i through the
+// (i mod n)-th: n clients of the host, each with its own storm control.
+func saysRunOn(t *testing.T, n int, c StormControl, pol Policy, seed uint64, starts []time.Duration, paths []string,
+	answer func(i int, at time.Duration) *http.Response) []saysOut {
 	out := make([]saysOut, len(starts))
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var mu sync.Mutex
 		streams := newRequestStreams(seed)
-		tr := &Transport{Storm: c, Policy: pol,
-			Random: streams.random,
-			OnGiveUp: func(e RetryEvent) {
-				i, _ := strconv.Atoi(e.Request.Header.Get("X-I"))
-				mu.Lock()
-				out[i].stop = e.Stop
-				mu.Unlock()
-			},
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				i, _ := strconv.Atoi(r.Header.Get("X-I"))
-				at := time.Since(t0)
-				mu.Lock()
-				out[i].sends = append(out[i].sends, at-starts[i])
-				mu.Unlock()
-				time.Sleep(5 * time.Millisecond) // virtual: synctest's clock
-				resp := answer(i, at)
-				resp.Request = r
-				return resp, nil
-			})}
+		newTransport := func() *Transport {
+			return &Transport{Storm: c, Policy: pol,
+				Random: streams.random,
+				OnGiveUp: func(e RetryEvent) {
+					i, _ := strconv.Atoi(e.Request.Header.Get("X-I"))
+					mu.Lock()
+					out[i].stop = e.Stop
+					mu.Unlock()
+				},
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					i, _ := strconv.Atoi(r.Header.Get("X-I"))
+					at := time.Since(t0)
+					mu.Lock()
+					out[i].sends = append(out[i].sends, at-starts[i])
+					mu.Unlock()
+					time.Sleep(5 * time.Millisecond) // virtual: synctest's clock
+					resp := answer(i, at)
+					resp.Request = r
+					return resp, nil
+				})}
+		}
+		trs := make([]*Transport, n)
+		for i := range trs {
+			trs[i] = newTransport()
+		}
 		var wg sync.WaitGroup
 		for i, start := range starts {
 			wg.Go(func() {
@@ -58,7 +71,7 @@ func saysRun(t *testing.T, c StormControl, pol Policy, seed uint64, starts []tim
 				time.Sleep(start) // virtual
 				req := httptest.NewRequest("GET", "http://h/"+paths[i], nil).WithContext(context.Background())
 				req.Header.Set("X-I", strconv.Itoa(i))
-				resp, err := tr.RoundTrip(req)
+				resp, err := trs[i%n].RoundTrip(req)
 				mu.Lock()
 				defer mu.Unlock()
 				out[i].end = time.Since(t0) - start

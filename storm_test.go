@@ -799,11 +799,13 @@ func TestFleetOutage(t *testing.T) {
 	// before a held step went on the host's answers while fresh requests
 	// came, which a single client's rescues needed (docs/storm-control.md,
 	// rule 5), hence 0.8 of off's where it was 0.7. Load in the outage:
-	// 2.39-2.44x over four seeds, 2.0-2.1x before a flow of fresh requests
+	// 2.96-3.06x over three seeds since an outage needs downAfter failures
+	// in a row to be proven in a young state too, which clients of a few
+	// requests a second at 60% random failures needed (docs/storm-control.md,
+	// rule 1); 2.44-2.49x with 8, 2.0-2.1x before a flow of fresh requests
 	// seen once counted for one gap, not eight, and a probe kept to its
-	// life's steps, which a small group's rescues needed (rule 3), hence
-	// 2.6 where it was 2.2.
-	if on.outageLoad > 2.6 || on.peakAfter > 0.8*off.peakAfter || on.success < off.success {
+	// life's steps, which a small group's rescues needed (rule 3); hence 3.2.
+	if on.outageLoad > 3.2 || on.peakAfter > 0.8*off.peakAfter || on.success < off.success {
 		t.Errorf("with storm control: load in outage %.2fx, peak after %.2fx, success %.1f%%", on.outageLoad, on.peakAfter, 100*on.success)
 	}
 	if off.outageLoad < 4 {
