@@ -42,6 +42,7 @@ import (
 // HTTPRETRY_PROPERTY_SEEDS sets the number of seeds (200 by default),
 // HTTPRETRY_PROPERTY_SEED runs one.
 func TestConcurrentCallsKeepTheContract(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	first, n := 1, propertySeeds(200)
 	if s, err := strconv.Atoi(os.Getenv("HTTPRETRY_PROPERTY_SEED")); err == nil {
 		first, n = s, 1

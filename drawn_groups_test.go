@@ -71,6 +71,7 @@ func byAttempt(n int, answer func(i, k int, at time.Duration) *http.Response) fu
 // groups); it takes 16 now, as many small clients needed (see
 // TestManySmallClientsDoNotTakeRandomFailuresForAnOutage): 0 of 217,877.
 func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(81, 82))
 	var g groupTally
 	for seed := range propertySeeds(60) {
@@ -158,6 +159,7 @@ func TestManySmallClientsDoNotTakeRandomFailuresForAnOutage(t *testing.T) {
 // (TestRetryStillOutAtItsStepMakesNoAttemptMore); 1,198 since an outage
 // needs 16 failures in a row to be proven.
 func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(131, 132))
 	var g groupTally
 	for seed := range propertySeeds(100) {
@@ -203,6 +205,7 @@ func TestSomeRetryAftersAreWaitedBySkippedSteps(t *testing.T) {
 // out and sends its last step then: 2,313 (2,316 of 2,244 since an outage
 // needs 16 failures in a row to be proven).
 func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(111, 112))
 	var g groupTally
 	for seed := range propertySeeds(100) {
@@ -249,6 +252,7 @@ func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
 // rescues, none lost (1,631 and 1,675 attempts when 8 failures in a row
 // proved an outage in a young state).
 func TestSteadyClientThroughAnOutageRescuesAsPlainBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(91, 92))
 	for _, pol := range []Policy{{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second}, {}} {
 		var g groupTally

@@ -35,6 +35,7 @@ func TestHeldRequestEndsNoLaterThanWithoutStormControl(t *testing.T) {
 		"same attempt times": {}, "different attempt times": {lFast: true}, "L first": {lFirst: true},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			for seed := 1; seed <= seeds && !t.Failed(); seed++ {
 				c := drawHeldCase(uint64(seed))
 				if v.lFirst {

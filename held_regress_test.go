@@ -709,6 +709,7 @@ func drawFlap(r *rand.Rand, withRetryAfter bool) flappingHost {
 // by a Retry-After that only the host's answers, one release per four,
 // let go, and a small group's requests bring few answers.
 func TestSmallGroupOnAFlappingHostIsRescuedAsWithoutStormControl(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	ms := time.Millisecond
 	f := flappingHost{pol: Policy{MaxRetries: 3, BaseDelay: 541 * ms, MaxDelay: 541 * ms, Jitter: JitterNone}, ra: "1", up: 1589 * ms, down2: 3183 * ms,
 		lStart: 1067 * ms, bg: []time.Duration{511 * ms}, calls: 6, gap: 89 * ms}
