@@ -17,8 +17,9 @@ import (
 
 // groupTally counts, over drawn groups, the requests plain backoff
 // rescues, those storm control rescues, and those it loses of the first;
-// and the attempts sent with storm control on and off.
-type groupTally struct{ rescued, onRescued, lost, onSent, offSent int }
+// the attempts sent with storm control on and off; and the requests that
+// fail both ways but end later with storm control.
+type groupTally struct{ rescued, onRescued, lost, onSent, offSent, laterFailed int }
 
 // add runs one group on and off (see saysRun), each run with a server
 // from serve, and counts it.
@@ -42,6 +43,9 @@ func (g *groupTally) addOn(t *testing.T, n int, pol Policy, seed int, starts []t
 		}
 		if on[i].code == 200 {
 			g.onRescued++
+		}
+		if on[i].code != 200 && off[i].code != 200 && on[i].end > off[i].end {
+			g.laterFailed++
 		}
 	}
 }
@@ -138,7 +142,7 @@ func TestManySmallClientsDoNotTakeRandomFailuresForAnOutage(t *testing.T) {
 		}))
 	}
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
-	if g.lost*2000 > g.rescued {
+	if g.lost*1000 > g.rescued { // 1 or 2 lost of 7,753 from run to run; 21 with proof at 8
 		t.Errorf("storm control lost %d of plain backoff's %d rescues from a host failing 60%% at random", g.lost, g.rescued)
 	}
 }
@@ -246,7 +250,8 @@ func TestHostBackSheddingRescuesAsPlainBackoff(t *testing.T) {
 // fleet figure differs from plain backoff's by a few requests from seed
 // to seed as the two draw their random values in different orders. With
 // the same values, request by request, storm control rescues every
-// request plain backoff does, with fewer attempts: over 8 groups, 856 of
+// request plain backoff does, none that fails ends later, and it sends
+// fewer attempts: over 8 groups, 856 of
 // 856 in 1,669 attempts against 4,262 (fleet Policy), 1,092 of 1,092 in
 // 1,712 against 3,136 (default Policy); over 2,000, 226,974 and 263,952
 // rescues, none lost (1,631 and 1,675 attempts when 8 failures in a row
@@ -272,9 +277,9 @@ func TestSteadyClientThroughAnOutageRescuesAsPlainBackoff(t *testing.T) {
 		}
 		t.Logf("%+v: storm control rescued %d, plain backoff %d (%d of them lost); attempts %d, plain backoff %d",
 			pol, g.onRescued, g.rescued, g.lost, g.onSent, g.offSent)
-		if g.lost > 0 || g.onSent >= g.offSent {
-			t.Errorf("%+v: storm control lost %d of plain backoff's %d rescues, sending %d attempts against %d",
-				pol, g.lost, g.rescued, g.onSent, g.offSent)
+		if g.lost > 0 || g.onSent >= g.offSent || g.laterFailed > 0 {
+			t.Errorf("%+v: storm control lost %d of plain backoff's %d rescues, sending %d attempts against %d; %d failed requests ended later",
+				pol, g.lost, g.rescued, g.onSent, g.offSent, g.laterFailed)
 		}
 	}
 }

@@ -272,7 +272,8 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 }
 
 // stepGoes reports whether m's step, come at now, goes: the host's latest
-// outcome is an answer (for a step not waiting a Retry-After), or fresh
+// outcome is an answer (unless m's Retry-After keeps it to the line's
+// releases: see toldToLine), or fresh
 // requests have stopped and no failure is newer than m's own news of the
 // host, so that alone it would know no more (rule 5); otherwise the step
 // is skipped, its news taken for the attempt it skips. h.mu is held.
@@ -287,14 +288,10 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 
 // toldToLine reports whether the Retry-After m was told last keeps it to
 // the line's releases once the host answers: it may have named the host's
-// return to many, as no attempt the host failed went after it ended. h.mu
-// is held.
+// return to many, as no attempt the host failed before its latest return
+// from down went after it ended. h.mu is held.
 func (h *host) toldToLine(m *member) bool {
-	end := m.floorAt
-	if end.IsZero() {
-		end = m.toldAt.Add(m.floor)
-	}
-	return m.floor > 0 && !h.lastDown.After(end)
+	return m.floor > 0 && !h.lastDown.After(m.toldAt.Add(m.floor))
 }
 
 // inGrace reports whether the host answered within an attempt's time of

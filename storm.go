@@ -18,16 +18,16 @@ const DefaultReleaseShare = 0.25
 // Its zero value is on: the host gate. NoHostGate turns the gate off and
 // puts a retry budget in its place; NoBudget turns that budget off.
 //
-// The model, per host: a retry that has waited its own backoff is held
-// only while another request to the host is retrying and the host is
-// proven down (none of its last 16 attempts answered, in an outage that
-// began twice a failed attempt's time ago or more), or a Retry-After told
-// it to wait out the outage under way. A held request keeps its own
-// backoff's steps, drawn as plain backoff draws them: at each it goes if
-// the host may be back (its latest outcome is an answer, or no failure is
-// newer than the request's own news of it while no fresh requests come) or
-// if the step is its last, and otherwise skips it as an attempt that
-// failed. Between steps it waits in
+// The model, per host: a retry that has waited its own backoff is held only
+// while another request to the host is retrying and the host is proven down
+// (none of its last 16 attempts answered, in an outage that began twice a
+// failed attempt's time ago or more), or a Retry-After told it to wait out
+// the outage under way. A held request keeps its own backoff's steps, drawn
+// as plain backoff draws them: at each it goes if the host may be back (its
+// latest outcome is an answer and no Retry-After it was told may have named
+// the host's return, or no failure is newer than the request's own news of
+// it while no fresh requests come) or if the step is its last, and
+// otherwise skips it as an attempt that failed. Between steps it waits in
 // the host's line, which the host's answers empty, oldest first, at a pace
 // that grows with answers and halves on failures, as TCP's window (see
 // ReleaseShare); while no fresh requests reach the host, the line probes
