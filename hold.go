@@ -150,7 +150,7 @@ func (r *retrier) nextStep(at time.Time) heldStep {
 		r.m.untimed++
 	}
 	own, u := r.stepWait(0, skip.floor, true)
-	s := heldStep{from: at.Add(skip.took.avg + skip.stepDrain), own: own, floor: skip.floor, u: u}
+	s := heldStep{from: at.Add(r.st.announceTime() + skip.took.avg + skip.stepDrain), own: own, floor: skip.floor, u: u}
 	r.prev = s.at().Sub(s.from)
 	return s
 }
@@ -173,7 +173,7 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 	}
 	skip := r.m.h.skipTime(r.m)
 	own, u := r.stepWait(k+1, skip.floor, false)
-	next := heldStep{from: at.Add(skip.fit), own: own, floor: skip.floor, u: u}
+	next := heldStep{from: at.Add(r.st.announceTime() + skip.fit), own: own, floor: skip.floor, u: u}
 	return r.pastLimits(next.at()) != StopNone
 }
 

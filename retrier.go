@@ -217,15 +217,23 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	return own + held, held, stop
 }
 
-// sending records that attempt n goes now, when that is a retry: how
-// long its failure takes times a held request's skipped steps, and the
-// budget is charged for it only now, once its body has been produced
-// again (a retry never sent gets its token back: see stormState.end).
-func (r *retrier) sending(n int) {
-	if n > 1 {
-		r.sent = time.Now()
-		r.st.sent(r.m, r.sent)
+// sending announces retry n (OnRetry) and records that it goes now: how
+// long its failure takes, and how long its announcement took, time a held
+// request's skipped steps, as plain backoff's retry at such a step would
+// have been announced and sent. The budget is charged for it only now,
+// once its body has been produced again (a retry never sent gets its
+// token back: see stormState.end).
+func (r *retrier) sending(a attempt, ev RetryEvent, n int) {
+	if n == 1 {
+		return
 	}
+	if r.t.OnRetry != nil {
+		start := time.Now()
+		r.t.announce(a, ev)
+		r.st.announced.Store(int64(time.Since(start)))
+	}
+	r.sent = time.Now()
+	r.st.sent(r.m, r.sent)
 }
 
 // answered records attempt n's outcome, which the classifier called final:

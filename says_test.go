@@ -27,12 +27,19 @@ type saysOut struct {
 // answer says what request i's attempt at at gets, after 5 ms.
 func saysRun(t *testing.T, c StormControl, pol Policy, seed uint64, starts []time.Duration, paths []string,
 	answer func(i int, at time.Duration) *http.Response) []saysOut {
-	return saysRunOn(t, 1, c, pol, seed, starts, paths, answer)
+	return saysRunOn(t, clients{n: 1}, c, pol, seed, starts, paths, answer)
 }
 
-// saysRunOn is saysRun through n Transports, request i through the
-// (i mod n)-th: n clients of the host, each with its own storm control.
-func saysRunOn(t *testing.T, n int, c StormControl, pol Policy, seed uint64, starts []time.Duration, paths []string,
+// clients is how saysRunOn's requests are sent: through n Transports,
+// request i through the (i mod n)-th, each with its own storm control;
+// each OnRetry taking onRetry.
+type clients struct {
+	n       int
+	onRetry time.Duration
+}
+
+// saysRunOn is saysRun through cl's clients.
+func saysRunOn(t *testing.T, cl clients, c StormControl, pol Policy, seed uint64, starts []time.Duration, paths []string,
 	answer func(i int, at time.Duration) *http.Response) []saysOut {
 	out := make([]saysOut, len(starts))
 	synctest.Test(t, func(t *testing.T) {
@@ -41,7 +48,8 @@ func saysRunOn(t *testing.T, n int, c StormControl, pol Policy, seed uint64, sta
 		streams := newRequestStreams(seed)
 		newTransport := func() *Transport {
 			return &Transport{Storm: c, Policy: pol,
-				Random: streams.random,
+				Random:  streams.random,
+				OnRetry: func(RetryEvent) { time.Sleep(cl.onRetry) }, // virtual
 				OnGiveUp: func(e RetryEvent) {
 					i, _ := strconv.Atoi(e.Request.Header.Get("X-I"))
 					mu.Lock()
@@ -60,7 +68,7 @@ func saysRunOn(t *testing.T, n int, c StormControl, pol Policy, seed uint64, sta
 					return resp, nil
 				})}
 		}
-		trs := make([]*Transport, n)
+		trs := make([]*Transport, cl.n)
 		for i := range trs {
 			trs[i] = newTransport()
 		}
@@ -71,7 +79,7 @@ func saysRunOn(t *testing.T, n int, c StormControl, pol Policy, seed uint64, sta
 				time.Sleep(start) // virtual
 				req := httptest.NewRequest("GET", "http://h/"+paths[i], nil).WithContext(context.Background())
 				req.Header.Set("X-I", strconv.Itoa(i))
-				resp, err := trs[i%n].RoundTrip(req)
+				resp, err := trs[i%cl.n].RoundTrip(req)
 				mu.Lock()
 				defer mu.Unlock()
 				out[i].end = time.Since(t0) - start

@@ -129,7 +129,13 @@ type stormState struct {
 	budget         *Budget    // nil when off
 	hosts          *hostSet   // nil when off
 	retrying, held atomic.Int64
+	announced      atomic.Int64 // how long OnRetry took for the latest retry, in ns
 }
+
+// announceTime returns how long OnRetry took for the Transport's latest
+// retry: a held request's skipped step stands for a retry announced as
+// long, as plain backoff's retry there would have been.
+func (st *stormState) announceTime() time.Duration { return time.Duration(st.announced.Load()) }
 
 // storm returns the Transport's storm control, building it once. A copy
 // of a Transport in use gets the original's here: its own comes at its

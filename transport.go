@@ -271,18 +271,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var ev RetryEvent    // the failed attempt being retried
 	var last lastOutcome // its outcome, returned if its retry is not sent after all
 	for n := 1; ; n++ {
-		// Clone: attempt n's own request and body; only then is the retry
+		// Clone: attempt n's own request and body; only then is a retry
 		// announced, so that OnRetry is never told of a retry not sent.
 		a, err := t.newAttempt(req, &body, n)
 		if err != nil {
 			return r.rewindFailed(ev, last, n, err)
 		}
-		if n > 1 && t.OnRetry != nil {
-			t.announce(a, ev)
-		}
 
-		// Send.
-		r.sending(n)
+		// Announce a retry, and send.
+		r.sending(a, ev, n)
 		resp, err := t.send(a, req)
 
 		// Decide. A response that is not retried is returned whether or not
