@@ -95,7 +95,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
-	m.fromLine, m.floor, m.floorAt = false, f.floor, time.Time{}
+	m.fromLine, m.floor, m.floorAt, m.waitedLine = false, f.floor, time.Time{}, false
 	if f.dated {
 		m.floorAt = f.at.Add(f.floor)
 	}

@@ -20,6 +20,7 @@ type member struct {
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	downStep          time.Time     // the latest of its steps that found the host down
+	waitedLine        bool          // a step of its came after an answer since its latest failure: it no longer waits for the line (see toldToLine)
 	floor             time.Duration // the Retry-After its latest failure was told; zero when none
 	floorAt           time.Time     // the moment that Retry-After named, when it named one (an HTTP date); zero otherwise
 	heeded            time.Duration // that Retry-After, when not over MaxRetryAfter; zero otherwise
@@ -283,15 +284,20 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	if h.down() {
 		m.downStep = now
 	}
-	return h.streak > 0 && !h.toldToLine(m) || stale
+	answered := h.streak > 0 && !h.toldToLine(m)
+	m.waitedLine = m.waitedLine || h.streak > 0
+	return answered || stale
 }
 
-// toldToLine reports whether the Retry-After m was told last keeps it to
-// the line's releases once the host answers: it may have named the host's
-// return to many, as no attempt the host failed before its latest return
-// from down went after it ended. h.mu is held.
+// toldToLine reports whether the Retry-After m was told last keeps its
+// step to the line's releases once the host answers: it may have named
+// the host's return to many, as no attempt the host failed before its
+// latest return from down went after it ended; and no step of m's has come
+// since an answer (one step, which spreads a fleet told one date, where
+// more put a small client's requests steps behind plain backoff). h.mu is
+// held.
 func (h *host) toldToLine(m *member) bool {
-	return m.floor > 0 && !h.lastDown.After(m.toldAt.Add(m.floor))
+	return m.floor > 0 && !m.waitedLine && !h.lastDown.After(m.toldAt.Add(m.floor))
 }
 
 // inGrace reports whether the host answered within an attempt's time of
