@@ -274,10 +274,10 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 
 // stepGoes reports whether m's step, come at now, goes: the host's latest
 // outcome is an answer (unless m's Retry-After keeps it to the line's
-// releases: see toldToLine), or fresh
-// requests have stopped and no failure is newer than m's own news of the
-// host, so that alone it would know no more (rule 5); otherwise the step
-// is skipped, its news taken for the attempt it skips. h.mu is held.
+// releases: see toldToLine), or fresh requests have stopped and no failure
+// is newer than m's own news of the host, so that alone it would know no
+// more (rule 5); otherwise the step is skipped, its news taken for the
+// attempt it skips. h.mu is held.
 func (h *host) stepGoes(m *member, now time.Time) bool {
 	stale := !h.flowing(now) && !h.downSeen.After(m.downNews)
 	m.downNews = laterOf(m.downNews, h.downSeen)
@@ -289,13 +289,12 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	return answered || stale
 }
 
-// toldToLine reports whether the Retry-After m was told last keeps its
-// step to the line's releases once the host answers: it may have named
-// the host's return to many, as no attempt the host failed before its
-// latest return from down went after it ended; and no step of m's has come
-// since an answer (one step, which spreads a fleet told one date, where
-// more put a small client's requests steps behind plain backoff). h.mu is
-// held.
+// toldToLine reports whether the Retry-After m was told last keeps its step
+// to the line's releases once the host answers: it may have named the
+// host's return to many, as no attempt the host failed before its latest
+// return from down went after it ended; and no step of m's has come since
+// an answer (one step, which spreads a fleet told one date, where more put
+// a small client's requests steps behind plain backoff's). h.mu is held.
 func (h *host) toldToLine(m *member) bool {
 	return m.floor > 0 && !m.waitedLine && !h.lastDown.After(m.toldAt.Add(m.floor))
 }
