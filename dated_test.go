@@ -148,3 +148,39 @@ func TestHeldRequestKeepsALastStepItsDeadlineSets(t *testing.T) {
 		reqs: []struct{ start, deadline time.Duration }{{1366 * ms, 3554 * ms}, {1067 * ms, 3197 * ms}, {321 * ms, 4470 * ms}},
 	}.rescuedAsOff(t)
 }
+
+// TestHeldGroupAsksARateLimitAtTheMomentItNamed: A starts at 1.806 s
+// (deadline 5.352 s) beside two requests started before it; the limiter
+// answers from 6 s. Plain backoff's retries go at 2.00 s (told the 4 s
+// date), 4.16 s (told 6 s) and 6.10 s: 200. Held at 2 s, A skipped that
+// step, and the line, waiting three gaps of the group's fresh requests
+// for one that never came, asked the limiter again only at 3.98 s: A was
+// let go then, told the 4 s date, retried at 4.01 s, told 6 s, and had
+// no retry left: 429 at 4.03 s (in 3,000 drawn groups, A failed where
+// plain backoff rescued it 216 times before, 97 now). The line's probe
+// now goes at the moment the Retry-After named, as plain backoff's
+// retries do.
+func TestHeldGroupAsksARateLimitAtTheMomentItNamed(t *testing.T) {
+	ms := time.Millisecond
+	rateWindow{pol: Policy{MaxRetries: 3, BaseDelay: 62 * ms, MaxDelay: 124 * ms, Jitter: JitterDecorrelated},
+		lat: 20 * ms, up: 6 * time.Second, seed: 11,
+		reqs: []struct{ start, deadline time.Duration }{{1806 * ms, 5352 * ms}, {386 * ms, 6175 * ms}, {1225 * ms, 5432 * ms}},
+	}.rescuedAsOff(t)
+}
+
+// TestRetryAfterThatNamesWindowsHoldsNoOneForIt: A starts at 1.761 s
+// (deadline 6.48 s) beside two others; the limiter answers from 8 s, each
+// 429 naming its window's end. Attempts sent after 2 s are told 4 s: the
+// date named the end of a window, not the host's return, and holding A
+// for it skipped its steps until 4.44 s, so that its last went at 6.59 s,
+// into the window: 429. Plain backoff's retries go at 2.85, 5.00, 6.08
+// and 8.16 s: 200. Once an attempt sent at or after the moment a
+// Retry-After named is told a later one, a Retry-After alone holds no
+// request of the host, and A goes at plain backoff's steps.
+func TestRetryAfterThatNamesWindowsHoldsNoOneForIt(t *testing.T) {
+	ms := time.Millisecond
+	rateWindow{pol: Policy{MaxRetries: 4, BaseDelay: 362 * ms, MaxDelay: 724 * ms, Jitter: JitterDecorrelated},
+		lat: 11 * ms, up: 8 * time.Second, seed: 322, date: true,
+		reqs: []struct{ start, deadline time.Duration }{{1761 * ms, 6480 * ms}, {115 * ms, 9308 * ms}, {1626 * ms, 7197 * ms}},
+	}.rescuedAsOff(t)
+}

@@ -72,6 +72,9 @@ type host struct {
 	nextProbe           time.Time             // the next probe goes no earlier
 	missed              int                   // the line's probes failed in a row
 	pace                time.Duration         // the wait after the latest failed probe
+	probedAt            time.Time             // when the line's latest probe went
+	named               time.Time             // the latest moment a heeded Retry-After named (see namedCame)
+	windows             bool                  // an attempt sent at or after named failed naming a later moment (see ask)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -100,6 +103,11 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		m.floorAt = f.at.Add(f.floor)
 	}
 	h.says.note(m, f.floor > 0)
+	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
+		end := f.at.Add(f.floor)
+		h.windows = h.windows || !h.named.IsZero() && !sent.Before(h.named) && end.After(h.named)
+		h.named = laterOf(h.named, end)
+	}
 	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at // what its path's held steps read (see toldOnPath)
 	if f.overCap {                                     // never waited, so it times no step
 		m.heeded = 0

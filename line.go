@@ -184,9 +184,10 @@ func (h *host) release(now time.Time) {
 
 // ask decides, once m's retry has waited its own backoff, whether it is
 // held: only with another request to the host retrying, and the host
-// proven down or a Retry-After told (rule 1); with a deadline or
-// MaxElapsed (limited), only once an attempt to the host has been timed,
-// as a skipped step stands for one.
+// proven down or a Retry-After told, unless the host's Retry-After named
+// a rate window's end rather than its return (see host.windows) (rule 1);
+// with a deadline or MaxElapsed (limited), only once an attempt to the
+// host has been timed, as a skipped step stands for one.
 func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -196,7 +197,7 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	others := h.says.besides(m) // the latest failure of a request other than m came with a Retry-After
 	down := h.provenDown(now)
 	singled := m.floor > 0 && !others                       // a Retry-After of its own named its time, the others' failures none
-	told := m.toldIn.Equal(h.outageStart)                   // an outage the host has since answered out of told it nothing of this one
+	told := !h.windows && m.toldIn.Equal(h.outageStart)     // an outage the host has since answered out of told it nothing of this one
 	return len(h.members) > 1 && !singled && (down || told) // else it goes at its own backoff's time, as plain backoff's would
 }
 
@@ -230,10 +231,11 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 // credit; at a step of its own backoff (atStep) when the host may be back
 // or the news it has is stale (rule 5), or at its last step whatever the
 // host's state; alone; or as the line's probe, the oldest held, once
-// fresh requests have stopped, no other probe is out and a pace has
-// passed since the probe before and since the host's latest failure (rule
-// 3). Otherwise it skips the step, and says when to look again before
-// the next (zero: at the next).
+// no other probe is out and either fresh requests have stopped and a
+// pace has passed since the probe before and since the host's latest
+// failure, or a Retry-After's moment has come (see namedCame) (rule 3).
+// Otherwise it skips the step, and says when to look again before the
+// next (zero: at the next).
 func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wake time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -256,20 +258,41 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 		h.nudgeFirst(now)
 		return true, time.Time{}
 	}
+	named := h.namedCame(now)
 	switch {
-	case h.flowing(now):
-		return false, h.flowEnd() // fresh requests probe for the line
+	case h.flowing(now) && !named:
+		return false, earlierOf(h.flowEnd(), h.namedAhead(now)) // fresh requests probe for the line
 	case h.probing != nil:
 		return false, time.Time{}
 	case m != h.firstWaiting(now): // the oldest may have become first since it was nudged
 		h.nudgeFirst(now)
 		return false, time.Time{}
 	}
-	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) {
-		return false, next // a failure that recent told what a probe would
+	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) && !named {
+		return false, earlierOf(next, h.namedAhead(now)) // a failure that recent told what a probe would
 	}
-	m.waiting, m.fromLine, h.probing = false, true, m
+	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
 	return true, time.Time{}
+}
+
+// namedCame reports whether the moment the host's Retry-After named has
+// come and nothing since has told whether the host is back: no answer
+// after its latest failure, no failure of an attempt sent since, no probe
+// sent since. Plain backoff's retries told it go then; the line's probe
+// goes at once, as one, rather than wait for fresh requests that may
+// never come (a small group on a rate limit lost a window at each).
+// h.mu is held.
+func (h *host) namedCame(now time.Time) bool {
+	return !now.Before(h.named) && h.streak == 0 && h.downSeen.Before(h.named) && h.probedAt.Before(h.named)
+}
+
+// namedAhead returns the moment the host's Retry-After named when it is
+// still to come, for the line to look then; zero otherwise. h.mu is held.
+func (h *host) namedAhead(now time.Time) time.Time {
+	if h.named.After(now) {
+		return h.named
+	}
+	return time.Time{}
 }
 
 // stepGoes reports whether m's step, come at now, goes: the host's latest

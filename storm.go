@@ -22,18 +22,21 @@ const DefaultReleaseShare = 0.25
 // while another request to the host is retrying and the host is proven down
 // (none of its last 16 attempts answered, in an outage that began twice a
 // failed attempt's time ago or more), or a Retry-After told it to wait out
-// the outage under way. A held request keeps its own backoff's steps, drawn
-// as plain backoff draws them: at each it goes if the host may be back (its
-// latest outcome is an answer, though at the first step after one not if a
-// Retry-After it was told may have named the host's return, or no failure
-// is newer than the request's own news of it while no fresh requests come)
-// or if the step is its last, and otherwise skips it as an attempt that
-// failed. Between steps it waits in the host's line, which the host's
-// answers empty, oldest first, at a pace that grows with answers and halves
-// on failures, as TCP's window (see ReleaseShare); while no fresh requests
-// reach the host, the line probes it, one held retry at a time, the oldest,
-// spaced as a backoff over the probes failed in a row, or by a Retry-After
-// if sooner.
+// the outage under way (unless the host's Retry-After named a rate window's
+// end: an attempt sent at or after the moment it named was told a later one).
+// A held request keeps its own backoff's steps, drawn as plain backoff draws
+// them: at each it goes if the host may be back (its latest outcome is an
+// answer, though at the first step after one not if a Retry-After it was told
+// may have named the host's return, or no failure is newer than the request's
+// own news of it while no fresh requests come) or if the step is its last,
+// and otherwise skips it as an attempt that failed. Between steps it waits in
+// the host's line, which the host's answers empty, oldest first, at a pace
+// that grows with answers and halves on failures, as TCP's window (see
+// ReleaseShare); while no fresh requests reach the host, the line probes it,
+// one held retry at a time, the oldest, spaced as a backoff over the probes
+// failed in a row, or by a Retry-After if sooner; and whether or not they
+// come, the line probes at once when the moment a Retry-After named comes
+// with no news of the host since.
 //
 // So a held request that fails ends no later, and after no more attempts, than
 // with plain backoff; one that succeeds may take a step more, the time it takes
