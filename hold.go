@@ -149,10 +149,21 @@ func (r *retrier) nextStep(at time.Time) heldStep {
 	if !skip.took.timed {
 		r.m.untimed++
 	}
-	own, u := r.stepWait(0, skip.floor, true)
-	s := heldStep{from: at.Add(r.st.announceTime() + skip.took.avg + skip.stepDrain), own: own, floor: skip.floor, u: u}
+	from := at.Add(r.st.announceTime() + skip.took.avg + skip.stepDrain)
+	floor := skip.untilNamed(from)
+	own, u := r.stepWait(0, floor, true)
+	s := heldStep{from: from, own: own, floor: floor, u: u}
 	r.prev = s.at().Sub(s.from)
 	return s
+}
+
+// untilNamed returns the floor of a step's wait from from: s.floor, or
+// longer, until the window's end the host named (see skipTimes.named).
+func (s skipTimes) untilNamed(from time.Time) time.Duration {
+	if s.named.After(from) {
+		return max(s.floor, s.named.Sub(from))
+	}
+	return s.floor
 }
 
 // lastStep reports whether retry k, due at at, is the request's last: no
@@ -172,8 +183,10 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 		return false
 	}
 	skip := r.m.h.skipTime(r.m)
-	own, u := r.stepWait(k+1, skip.floor, false)
-	next := heldStep{from: at.Add(r.st.announceTime() + skip.fit), own: own, floor: skip.floor, u: u}
+	from := at.Add(r.st.announceTime() + skip.fit)
+	floor := skip.untilNamed(from)
+	own, u := r.stepWait(k+1, floor, false)
+	next := heldStep{from: from, own: own, floor: floor, u: u}
 	return r.pastLimits(next.at()) != StopNone
 }
 

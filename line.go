@@ -77,6 +77,11 @@ type skipTimes struct {
 	// a request never told one, whose attempt there would be told it too
 	// (some failures saying one: 2,148 of 2,432 rescued, 2,424 now).
 	floor time.Duration
+	// named is the latest moment the host's Retry-After named, once it
+	// is known to name a window's end (see host.windows); zero otherwise:
+	// a skipped step stands for an attempt that would have been told it,
+	// and the next waits until it (see untilNamed).
+	named time.Time
 }
 
 // skipTime returns m's skipTimes.
@@ -96,6 +101,9 @@ func (h *host) skipTime(m *member) skipTimes {
 	s.fit += drainTimeout
 	if h.says.v {
 		s.floor = max(m.floor, h.toldOnPath(m))
+		if h.windows {
+			s.named = h.named
+		}
 	}
 	return s
 }
@@ -233,7 +241,8 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 // host's state; alone; or as the line's probe, the oldest held, once
 // no other probe is out and either fresh requests have stopped and a
 // pace has passed since the probe before and since the host's latest
-// failure, or a Retry-After's moment has come (see namedCame) (rule 3).
+// failure (and, once the host's Retry-After names a window's end, that
+// end), or a Retry-After's moment has come (see namedCame) (rule 3).
 // Otherwise it skips the step, and says when to look again before the
 // next (zero: at the next).
 func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wake time.Time) {
@@ -268,8 +277,14 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 		h.nudgeFirst(now)
 		return false, time.Time{}
 	}
-	if next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace))); now.Before(next) && !named {
-		return false, earlierOf(next, h.namedAhead(now)) // a failure that recent told what a probe would
+	// A failure that recent told what a probe would; nor does a probe go
+	// before the window's end the host named.
+	next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace)))
+	if h.windows {
+		next = laterOf(next, h.named)
+	}
+	if now.Before(next) && !named {
+		return false, earlierOf(next, h.namedAhead(now))
 	}
 	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
 	return true, time.Time{}
