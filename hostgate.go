@@ -73,7 +73,7 @@ type host struct {
 	missed              int                   // the line's probes failed in a row
 	pace                time.Duration         // the wait after the latest failed probe
 	probedAt            time.Time             // when the line's latest probe went
-	named               time.Time             // the latest moment a heeded Retry-After named (see namedCame)
+	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
 	windows             bool                  // an attempt sent at or after named failed naming a later moment (see ask)
 }
 
