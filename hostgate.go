@@ -33,6 +33,9 @@ const (
 	// provenAfter: an outage's age, in attempts' time, before it is proven (until one is).
 	// Burst against a 500 ms server: median 1.28 s as off's (1.72 s at 0 and 1).
 	provenAfter = 2
+	// retryAfterGrain: how finely a Retry-After names a moment, an HTTP date or a delay in whole seconds.
+	// 4 goroutines on a rate limit, dates read against Date headers: 102 of 1,200 rescues lost at 0, none at 1 s.
+	retryAfterGrain = time.Second
 )
 
 // hostSet holds the state of the hosts that have requests retrying now;
@@ -74,7 +77,8 @@ type host struct {
 	pace                time.Duration         // the wait after the latest failed probe
 	probedAt            time.Time             // when the line's latest probe went
 	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
-	windows             bool                  // an attempt sent at or after named failed naming a later moment (see ask)
+	lastNamed           time.Time             // the moment its latest failure with a heeded Retry-After named
+	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -105,8 +109,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.says.note(m, f.floor > 0)
 	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
 		end := f.at.Add(f.floor)
-		h.windows = h.windows || !h.named.IsZero() && !sent.Before(h.named) && end.After(h.named)
-		h.named = laterOf(h.named, end)
+		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
+		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
+		h.named, h.lastNamed = laterOf(h.named, end), end
 	}
 	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at // what its path's held steps read (see toldOnPath)
 	if f.overCap {                                     // never waited, so it times no step

@@ -270,7 +270,7 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 	pending := h.pendingMoment()
 	named := h.momentCame(now, pending)
 	if !pending.After(now) {
-		pending = time.Time{} // the line looks at it then (see wake below), not after
+		pending = time.Time{} // come already: no moment to wake at
 	}
 	switch {
 	case h.flowing(now) && !named:
@@ -281,31 +281,39 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 		h.nudgeFirst(now)
 		return false, time.Time{}
 	}
-	// A failure that recent told what a probe would; nor does a probe go
-	// before the window's end the host named.
-	next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace)))
-	if h.windows {
-		next = laterOf(next, h.named)
-	}
-	if now.Before(next) && !named {
+	if next := h.probeAt(); now.Before(next) && !named {
 		return false, earlierOf(next, pending)
 	}
 	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
 	return true, time.Time{}
 }
 
+// probeAt returns when the line's next probe may go once fresh requests
+// have stopped: a pace after the probe before and after the host's latest
+// failure, which told what a probe would, and, once its Retry-After names
+// a window's end, no earlier than that end. h.mu is held.
+func (h *host) probeAt() time.Time {
+	next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace)))
+	if h.windows {
+		next = laterOf(next, h.named)
+	}
+	return next
+}
+
 // pendingMoment returns the earliest moment that a Retry-After told to
 // the host's retrying requests named after its latest failed attempt
-// went, zero when none: when plain backoff's first retry told it goes.
-// The moments told for one window's end spread over a second when read
-// against whole-second Date headers, each response's own; the line asking
-// at the latest of them asked a second into the next window (4 goroutines
-// on a rate limit: 313 of 1,200 rescues lost, 102 at the earliest). h.mu
-// is held.
+// went, and not before the moment its latest told failure named by more
+// than a Retry-After's grain (which then superseded it), zero when none:
+// when plain backoff's first retry told it goes. The moments told for one
+// window's end spread over a second when read against whole-second Date
+// headers, each response's own; the line asking at the latest of them
+// asked a second into the next window (4 goroutines on a rate limit: 313
+// of 1,200 rescues lost, none at the earliest). h.mu is held.
 func (h *host) pendingMoment() time.Time {
 	var first time.Time
 	for _, o := range h.members {
-		if end := o.toldAt.Add(o.heeded); o.heeded > 0 && end.After(h.downSeen) {
+		end := o.toldAt.Add(o.heeded)
+		if o.heeded > 0 && end.After(h.downSeen) && !end.Before(h.lastNamed.Add(-retryAfterGrain)) {
 			first = earlierOf(first, end)
 		}
 	}

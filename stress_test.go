@@ -354,8 +354,9 @@ func lostWakeups(trs []*Transport) (out []string) {
 					out = append(out, tag+": credit unused")
 				}
 			}
-			if !h.flowing(now) && h.probing == nil {
-				if f := h.firstWaiting(now); f != nil && !now.Before(laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace)))) {
+			due := !h.flowing(now) && !now.Before(h.probeAt()) || h.momentCame(now, h.pendingMoment())
+			if due && h.probing == nil {
+				if f := h.firstWaiting(now); f != nil {
 					var b strings.Builder
 					for _, m := range h.members {
 						fmt.Fprintf(&b, " [waiting %v ownWait %v spare %v nextAt %v took %v]", m.waiting, m.ownWait, m.spare, m.nextAt.Format("05.000000"), m.took.avg)
