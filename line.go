@@ -291,10 +291,14 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 // probeAt returns when the line's next probe may go once fresh requests
 // have stopped: a pace after the probe before and after the host's latest
 // failure, which told what a probe would, and, once its Retry-After names
-// a window's end, no earlier than that end. h.mu is held.
+// a window's end and while it has answered nothing, no earlier than that
+// end. A host that answers some requests in each window (a quota) always
+// has its next end ahead: gated there too, the line never probed it (a
+// review's quota family: 132 of 2,809 rescues lost, 103 ungated). h.mu is
+// held.
 func (h *host) probeAt() time.Time {
 	next := laterOf(h.nextProbe, h.downSeen.Add(max(h.gap, h.pace)))
-	if h.windows {
+	if h.windows && h.backAt.IsZero() {
 		next = laterOf(next, h.named)
 	}
 	return next
