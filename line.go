@@ -268,12 +268,12 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 		return true, time.Time{}
 	}
 	pending := h.pendingMoment()
-	named := h.momentCame(now, pending)
+	atMoment := h.momentCame(now, pending)
 	if !pending.After(now) {
 		pending = time.Time{} // come already: no moment to wake at
 	}
 	switch {
-	case h.flowing(now) && !named:
+	case h.flowing(now) && !atMoment:
 		return false, earlierOf(h.flowEnd(), pending) // fresh requests probe for the line
 	case h.probing != nil:
 		return false, time.Time{}
@@ -281,7 +281,7 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 		h.nudgeFirst(now)
 		return false, time.Time{}
 	}
-	if next := h.probeAt(); now.Before(next) && !named {
+	if next := h.probeAt(); now.Before(next) && !atMoment {
 		return false, earlierOf(next, pending)
 	}
 	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
