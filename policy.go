@@ -33,9 +33,10 @@ const (
 	JitterEqual
 	// JitterDecorrelated waits min(MaxDelay, rand[BaseDelay, 3·p)), p the
 	// previous wait but at least BaseDelay (so the first retry waits up to
-	// 3·BaseDelay) and at most MaxDelay (a Retry-After's longer wait does
-	// not lengthen the draws after it), growing from it instead of from
-	// the retry number.
+	// 3·BaseDelay) and at most MaxDelay, growing from it instead of from
+	// the retry number. With the Transport, p is the wait its previous
+	// retry took, a Retry-After's included: a Retry-After lengthens the
+	// draws after it, those of a Retry-After over MaxDelay to MaxDelay.
 	JitterDecorrelated
 	// JitterNone waits exactly d: lockstep retries, for tests and for
 	// callers that add their own spread.

@@ -441,6 +441,28 @@ func TestDecorrelatedJitterUsesThePreviousWait(t *testing.T) {
 	})
 }
 
+// TestDecorrelatedJitterGrowsFromARetryAftersWait: the wait a
+// Retry-After asked for is the previous wait the next draw grows from,
+// no longer than MaxDelay, as JitterDecorrelated's doc says.
+func TestDecorrelatedJitterGrowsFromARetryAftersWait(t *testing.T) {
+	for _, maxDelay := range []time.Duration{2 * time.Second, 300 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			base := newClocked(status(503, "Retry-After", "1"), status(503), status(200))
+			var waits []time.Duration
+			pol := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: maxDelay, Jitter: JitterDecorrelated}
+			tr := &Transport{Base: base, Random: half, Policy: pol,
+				OnRetry: func(e RetryEvent) { waits = append(waits, e.Wait) }}
+			_, err := tr.RoundTrip(httptest.NewRequest("GET", "http://x/", nil))
+			require.NoError(t, err)
+			require.Len(t, waits, 2)
+			assert.GreaterOrEqual(t, waits[0], time.Second, "the Retry-After is waited")
+			assert.Equal(t, pol.Delay(2, waits[0], 0.5), waits[1], "drawn from the Retry-After's wait")
+			p := min(waits[0], maxDelay)
+			assert.Equal(t, min(maxDelay, 100*time.Millisecond+(3*p-100*time.Millisecond)/2), waits[1], "rand[BaseDelay, 3·p) at 0.5, at most MaxDelay")
+		})
+	}
+}
+
 // cutByTheDeadline returns a Transport whose base answers 503 with body
 // after 50 ms of service time, unless the context ends first, and whose
 // retry, 240 ms later, a 300 ms deadline cuts off; OnGiveUp's events go

@@ -35,9 +35,11 @@ const DefaultMaxRetryAfter = time.Minute
 //  4. An outcome is retried only when the Classifier calls it retryable and
 //     the request may be replayed: its method is idempotent (GET, HEAD,
 //     OPTIONS, TRACE, PUT, DELETE), it carries an Idempotency-Key or
-//     X-Idempotency-Key header, RetryAllMethods is set, or the failure
-//     proves the request was never sent (a dial error, connection refused,
-//     HTTP/2 REFUSED_STREAM, or a GOAWAY naming no stream processed).
+//     X-Idempotency-Key header (under that canonical key, even empty, as
+//     net/http's own replay check reads it), RetryAllMethods is set, or
+//     the failure proves the request was never sent (a dial error,
+//     connection refused, HTTP/2 REFUSED_STREAM, or a GOAWAY naming no
+//     stream processed).
 //     A request that may not be replayed reaches Base with no more to
 //     replay it by than the caller's request has: its clone has a GetBody
 //     only if the caller's request has one (see rule 5).
