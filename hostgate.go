@@ -77,7 +77,6 @@ type host struct {
 	pace                time.Duration         // the wait after the latest failed probe
 	probedAt            time.Time             // when the line's latest probe went
 	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
-	lastNamed           time.Time             // the moment its latest failure with a heeded Retry-After named
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 }
 
@@ -111,7 +110,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		end := f.at.Add(f.floor)
 		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
 		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
-		h.named, h.lastNamed = laterOf(h.named, end), end
+		h.named = laterOf(h.named, end)
 	}
 	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at // what its path's held steps read (see toldOnPath)
 	if f.overCap {                                     // never waited, so it times no step
@@ -305,8 +304,6 @@ func (s *hostSet) leave(m *member) {
 		s.active.Add(-1)
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
-	default:
-		h.nudgeFirst(now) // it may have been the oldest in line: the next may probe
 	}
 	h.heard(m, now, false)
 }

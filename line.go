@@ -135,9 +135,6 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 	if failed {
 		h.missed++
 		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
-		if m.floor > 0 { // the server named when to ask again: the line asks then, not later
-			h.pace = min(h.pace, m.floor)
-		}
 	}
 	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
 	h.nudgeFirst(now)
@@ -304,20 +301,18 @@ func (h *host) probeAt() time.Time {
 	return next
 }
 
-// pendingMoment returns the earliest moment that a Retry-After told to
-// the host's retrying requests named after its latest failed attempt
-// went, and not before the moment its latest told failure named by more
-// than a Retry-After's grain (which then superseded it), zero when none:
-// when plain backoff's first retry told it goes. The moments told for one
-// window's end spread over a second when read against whole-second Date
-// headers, each response's own; the line asking at the latest of them
-// asked a second into the next window (4 goroutines on a rate limit: 313
-// of 1,200 rescues lost, none at the earliest). h.mu is held.
+// pendingMoment returns the earliest moment that a Retry-After told to the
+// host's retrying requests named after its latest failed attempt went, zero
+// when none: when plain backoff's first retry told it goes. The moments told
+// for one window's end spread over a second when read against whole-second
+// Date headers, each response's own; the line asking at the latest of them
+// asked a second into the next window (4 goroutines on a rate limit: 313 of
+// 1,200 rescues lost, none at the earliest). h.mu is held.
 func (h *host) pendingMoment() time.Time {
 	var first time.Time
 	for _, o := range h.members {
 		end := o.toldAt.Add(o.heeded)
-		if o.heeded > 0 && end.After(h.downSeen) && !end.Before(h.lastNamed.Add(-retryAfterGrain)) {
+		if o.heeded > 0 && end.After(h.downSeen) {
 			first = earlierOf(first, end)
 		}
 	}

@@ -34,7 +34,7 @@ const DefaultReleaseShare = 0.25
 // that grows with answers and halves on failures, as TCP's window (see
 // ReleaseShare); while no fresh requests reach the host, the line probes it,
 // one held retry at a time, the oldest, spaced as a backoff over the probes
-// failed in a row, or by a Retry-After if sooner; and while they are few,
+// failed in a row; and while they are few,
 // the line probes at once when the earliest moment a Retry-After named
 // since the host's latest failure comes with no news of it since.
 //

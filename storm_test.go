@@ -1287,12 +1287,14 @@ func TestRetryAfterAboveTheCapEndsAHeldRequest(t *testing.T) {
 
 // TestLineProbesNoSlowerThanTheRetryAfterItWasTold: a group told
 // Retry-After: 1 on every failure of an outage learns of the host's return
-// from the line's probe, which goes no later than a Retry-After after the
-// one before it. Paced by the prober's backoff alone (100, 200, 400, 800 ms
-// and on), a probe went 1.4 s after the one before it here, and a
-// newcomer's 50 goroutines through a 4 s outage ended at 4.86 s against
-// plain backoff's 4.28 s (4.53 s now; 20 goroutines here: the last ends
-// 0.32 s after the return, against 0.72 s).
+// no later than a Retry-After after the attempt before it. Paced by the
+// prober's backoff alone (100, 200, 400, 800 ms and on), a probe once went
+// 1.4 s after the one before it here, and a newcomer's 50 goroutines
+// through a 4 s outage ended at 4.86 s against plain backoff's 4.28 s
+// (20 goroutines here: the last ends 0.32 s after the return, against
+// 0.72 s then). A cap on the line's pace at the Retry-After fixed it;
+// the rules that came after it fix it without that cap, which was
+// dropped.
 func TestLineProbesNoSlowerThanTheRetryAfterItWasTold(t *testing.T) {
 	const back = 4200 * time.Millisecond
 	for seed := uint64(1); seed <= 4; seed++ {
