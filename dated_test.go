@@ -15,17 +15,20 @@ import (
 
 // rateWindow is a rate limiter that answers 429 until up, but for the
 // first quota attempts of each window, each 429's Retry-After naming, as
-// an HTTP date, the end of the 2 s window it came in (with a Date header
-// when date is set), and the requests sent to it, each with a random
-// stream of its own (PCG(seed, i)) and a deadline.
+// an HTTP date, the end of the 2 s window it came in, or, when moving is
+// set, the moment 2 s after it (with a Date header when date is set); and
+// the requests sent to it, each with a random stream of its own
+// (PCG(seed, i)) and a deadline, to one path or, when ids is set, each
+// to its own.
 type rateWindow struct {
-	pol   Policy
-	lat   time.Duration
-	up    time.Duration
-	quota int
-	date  bool
-	seed  uint64
-	reqs  []struct{ start, deadline time.Duration }
+	pol         Policy
+	lat         time.Duration
+	up          time.Duration
+	quota       int
+	date        bool
+	moving, ids bool
+	seed        uint64
+	reqs        []struct{ start, deadline time.Duration }
 }
 
 // rwResult is what became of the first request.
@@ -62,7 +65,11 @@ func (w rateWindow) run(t *testing.T, c StormControl) (a rwResult) {
 					return response(200, "ok"), nil
 				}
 				resp := response(429, "slow down")
-				resp.Header.Set("Retry-After", t0.Add(window).UTC().Format(http.TimeFormat))
+				named := t0.Add(window)
+				if w.moving {
+					named = time.Now().Add(2 * time.Second)
+				}
+				resp.Header.Set("Retry-After", named.UTC().Format(http.TimeFormat))
 				if w.date {
 					resp.Header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 				}
@@ -75,7 +82,11 @@ func (w rateWindow) run(t *testing.T, c StormControl) (a rwResult) {
 				time.Sleep(s.start) // virtual
 				ctx, cancel := context.WithTimeout(context.Background(), s.deadline)
 				defer cancel()
-				req := httptest.NewRequest("GET", "http://h/", nil).WithContext(ctx)
+				url := "http://h/"
+				if w.ids {
+					url += "item/" + strconv.Itoa(i)
+				}
+				req := httptest.NewRequest("GET", url, nil).WithContext(ctx)
 				req.Header.Set("X-I", strconv.Itoa(i))
 				resp, err := tr.RoundTrip(req)
 				if i == 0 {
@@ -210,6 +221,42 @@ func TestHeldRetryWaitsForTheWindowsEndTheHostNamed(t *testing.T) {
 	}.rescuedAsOff(t)
 }
 
+// TestHeldRetryOnAPathOfItsOwnWaitsForTheWindowsEndTheHostNamed: A, to a
+// path of its own, starts at 1.536 s (deadline 7.486 s) beside B, to
+// another; the limiter answers from 8 s. Plain backoff's retries go at
+// 2.03 s (told 4 s), 4.11 s (told 6 s), 6.05 s (told 8 s) and 8.12 s:
+// 200. Held, A went at 3.00 s, inside the window after the host had
+// named its end, as a skipped step waited only the Retry-After told to
+// A's path: told 4 s, then 6 s, then 8 s at 6.15 s, A had no step left:
+// 429 (1,000 drawn groups, each request to its own path: 41 of 2,147
+// rescues lost, 20 now). A skipped step waits for the end the host named,
+// whatever the path it was named to.
+func TestHeldRetryOnAPathOfItsOwnWaitsForTheWindowsEndTheHostNamed(t *testing.T) {
+	ms := time.Millisecond
+	rateWindow{pol: Policy{MaxRetries: 5, BaseDelay: 73 * ms, MaxDelay: 73 * ms, Jitter: JitterNone},
+		lat: 17 * ms, up: 8 * time.Second, seed: 287, ids: true,
+		reqs: []struct{ start, deadline time.Duration }{{1536 * ms, 7486 * ms}, {103 * ms, 9223 * ms}},
+	}.rescuedAsOff(t)
+}
+
+// TestHeldRetryWaitsWhatIsLeftOfAMovingDate: each 429 names the moment 2 s
+// after it, as an HTTP date; A starts at 1.798 s (deadline 5.661 s)
+// beside three others, and the limiter answers from 6 s. Plain backoff's
+// retries go at 3.11 s (told 5.11 s), 5.03 s and 7.02 s: 200. Held, A
+// went at 3.28 s, between steps, standing for its 3.11 s step, and was
+// told 5.28 s: taken as a 2 s wait from that step, not as the moment it
+// names, the date put A's next attempt at 5.06 s, told 7.06 s, and A
+// returned that 429 at 5.10 s (1,000 drawn groups: 52 of 1,335 rescues
+// lost, 33 now). A date names one moment to whoever is told it: what is
+// left of it at the step is waited.
+func TestHeldRetryWaitsWhatIsLeftOfAMovingDate(t *testing.T) {
+	ms := time.Millisecond
+	rateWindow{pol: Policy{MaxRetries: 3, BaseDelay: 172 * ms, MaxDelay: 172 * ms, Jitter: JitterDecorrelated},
+		lat: 32 * ms, up: 6 * time.Second, seed: 544, moving: true,
+		reqs: []struct{ start, deadline time.Duration }{{1798 * ms, 5661 * ms}, {657 * ms, 5784 * ms}, {787 * ms, 5732 * ms}, {1772 * ms, 4714 * ms}},
+	}.rescuedAsOff(t)
+}
+
 // TestLineAsksAtTheEarliestMomentItsRequestsWereTold: four requests of
 // the default jitter on a limiter whose 429s name their 2 s window's end,
 // each read against the response's whole-second Date header, so that the
@@ -226,6 +273,24 @@ func TestLineAsksAtTheEarliestMomentItsRequestsWereTold(t *testing.T) {
 	rateWindow{pol: Policy{MaxRetries: 3, BaseDelay: 100 * ms, MaxDelay: 400 * ms},
 		lat: ms, up: 6 * time.Second, seed: 4, date: true,
 		reqs: []struct{ start, deadline time.Duration }{{1413 * ms, 10 * time.Second}, {1068 * ms, 10 * time.Second}, {302 * ms, 10 * time.Second}, {492 * ms, 10 * time.Second}},
+	}.rescuedAsOff(t)
+}
+
+// TestLineAsksAtOnceWhenAMomentNamedComesWithNoNews: four requests of
+// the default jitter on the same limiter, with Date headers; A starts at
+// 59 ms. Plain backoff's retries go at 2.22 s (told 4 s), 4.27 s (told
+// 6 s) and 6.32 s: 200. Held at its first step, A went only at 2.83 s,
+// waiting for the line, whose young flow of fresh requests had not yet
+// stopped; told 4 s, A's last step, at 4.89 s, was told 6 s: 429 (in
+// 300 drawn groups of this limiter, A lost 36 rescues; another 300 lost
+// 121 of 1,200). The line now probes at the earliest moment its requests
+// were told, when no news has come since, and A keeps plain backoff's
+// steps (none lost).
+func TestLineAsksAtOnceWhenAMomentNamedComesWithNoNews(t *testing.T) {
+	ms := time.Millisecond
+	rateWindow{pol: Policy{MaxRetries: 3, BaseDelay: 100 * ms, MaxDelay: 400 * ms},
+		lat: ms, up: 6 * time.Second, seed: 7, date: true,
+		reqs: []struct{ start, deadline time.Duration }{{59 * ms, time.Minute}, {1767 * ms, time.Minute}, {957 * ms, time.Minute}, {414 * ms, time.Minute}},
 	}.rescuedAsOff(t)
 }
 
