@@ -61,7 +61,6 @@ type host struct {
 	proven              bool                  // an outage of it has been proven (see provenDown)
 	took                attemptTime           // how long its failed attempts take
 	drain               latest[time.Duration] // how long its failed responses took to drain
-	answerTook          time.Duration         // how long its latest timed answer took
 	backAt              time.Time             // when it last answered after being down
 	lastDown            time.Time             // when the latest attempt it failed before then went
 	lastFresh           time.Time             // the latest first attempt
@@ -153,9 +152,9 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 }
 
 // answered records that the named host answered a request (m is nil when
-// it never failed) whose attempt went at sent (zero when not known). A
-// host without state costs one atomic load; a nil set (the gate off), none.
-func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
+// it never failed). A host without state costs one atomic load; a nil set
+// (the gate off), none.
+func (s *hostSet) answered(name string, m *member, first bool) {
 	var h *host
 	switch {
 	case s == nil:
@@ -167,21 +166,16 @@ func (s *hostSet) answered(name string, m *member, first bool, sent time.Time) {
 		h, _ = v.(*host)
 	}
 	if h != nil {
-		h.answered(time.Now(), m, first, s.share, sent)
+		h.answered(time.Now(), m, first, s.share)
 	}
 }
 
-// answered records at now an answer to an attempt that went at sent (zero
-// when not timed): it earns the line share of a release, and the share,
-// up to full, grows back (rule 4).
-func (h *host) answered(now time.Time, m *member, first bool, full float64, sent time.Time) {
+// answered records at now an answer: it earns the line share of a
+// release, and the share, up to full, grows back (rule 4).
+func (h *host) answered(now time.Time, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	longer := false // a longer answer lengthens the grace after a step (see inGrace)
-	if took := now.Sub(sent); !sent.IsZero() && took > 0 {
-		longer, h.answerTook = took > h.answerTook, took
-	}
-	back, news := h.down(), h.streak == 0 || longer
+	back, news := h.down(), h.streak == 0
 	if back {
 		h.backAt, h.lastDown = now, h.downSeen
 	}
@@ -199,7 +193,7 @@ func (h *host) answered(now time.Time, m *member, first bool, full float64, sent
 	switch {
 	case back: // every held retry looks whether a step of its found it down
 		h.nudgeHeld(now, false)
-	case news: // the first answer after a failure, or a longer one: the retries it puts in grace go, and the probe's pace is reset
+	case news: // the first answer after a failure: the retries it puts in grace go, and the probe's pace is reset
 		h.nudgeHeld(now, true)
 		h.nudgeFirst(now)
 	}

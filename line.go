@@ -361,11 +361,11 @@ func (h *host) toldToLine(m *member) bool {
 	return m.floor > 0 && !m.waitedLine && !h.lastDown.After(m.toldAt.Add(m.floor))
 }
 
-// inGrace reports whether the host answered within an attempt's time of
-// m's latest step that found it down: the attempt plain backoff sent then
-// might have been answered. h.mu is held.
+// inGrace reports whether the host answered within a failed attempt's
+// time of m's latest step that found it down: the attempt plain backoff
+// sent then might have been answered. h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	return h.streak > 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !now.After(m.downStep.Add(max(h.took.avg, h.answerTook)))
+	return h.streak > 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !now.After(m.downStep.Add(h.took.avg))
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.
