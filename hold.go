@@ -15,8 +15,7 @@ import (
 // that goes at its first look was not held, however long the look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
-	cur := heldStep{from: earlierOf(due, m.stepDue)} // a step a retry between steps left comes when it was to, however late that retry is back
-	m.stepDue = time.Time{}
+	cur := heldStep{from: due}
 	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, r.limited(), due) || r.lastStep(r.step(), due) {
 		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
@@ -119,7 +118,6 @@ type ownSteps struct {
 	nAhead  int           // how many
 	untimed int           // the steps skipped before any of its attempts was timed (see catchUp)
 	until   time.Time     // when the wait before its next retry ends, when a step sets it; it waits r.floor at least
-	stepDue time.Time     // when that step, if left by a retry sent between steps, was to come; zero when not
 	drift   time.Duration // how far its steps run ahead of plain backoff's (which drained the attempts they skipped, or waited a Retry-After from the step), or behind
 	late    time.Duration // how late the step its latest attempt stood for went; negative when early
 	left    heldStep      // the step a retry sent between steps left to come
@@ -215,7 +213,7 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		}
 		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
 			r.m.late = 0
-			r.m.until, r.m.stepDue, r.floor = at, at, floor
+			r.m.until, r.floor = at, floor
 			return max(at.Sub(now), floor), r.cutShort(now, max(at.Sub(now), floor)), true
 		}
 		// Told a Retry-After that outlasts the step, the retry stood for

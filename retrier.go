@@ -196,7 +196,7 @@ func (r *retrier) wait(own time.Duration, n int) (waited, held time.Duration, st
 	if stop := r.pastLimits(start.Add(own)); stop != StopNone {
 		return 0, 0, stop
 	}
-	if r.m.inLine && r.m.stepDue.IsZero() { // held before: in line until its step, which the host's answers may bring forward
+	if r.m.inLine { // held before: in line until its step, which the host's answers may bring forward
 		if went, stop := r.waitInLine(ctx, start.Add(own)); went || stop != StopNone {
 			return time.Since(start), 0, stop
 		}
