@@ -16,7 +16,8 @@ import (
 // rateWindow is a rate limiter that answers 429 until up, but for the
 // first quota attempts of each window, each 429's Retry-After naming, as
 // an HTTP date, the end of the 2 s window it came in, or, when moving is
-// set, the moment 2 s after it (with a Date header when date is set); and
+// set, the moment 2 s after it, cut to the whole second as an HTTP date
+// is (with a Date header when date is set); and
 // the requests sent to it, each with a random stream of its own
 // (PCG(seed, i)) and a deadline, to one path or, when ids is set, each
 // to its own.
@@ -240,15 +241,15 @@ func TestHeldRetryOnAPathOfItsOwnWaitsForTheWindowsEndTheHostNamed(t *testing.T)
 }
 
 // TestHeldRetryWaitsWhatIsLeftOfAMovingDate: each 429 names the moment 2 s
-// after it, as an HTTP date; A starts at 1.798 s (deadline 5.661 s)
-// beside three others, and the limiter answers from 6 s. Plain backoff's
-// retries go at 3.11 s (told 5.11 s), 5.03 s and 7.02 s: 200. Held, A
-// went at 3.28 s, between steps, standing for its 3.11 s step, and was
-// told 5.28 s: taken as a 2 s wait from that step, not as the moment it
-// names, the date put A's next attempt at 5.06 s, told 7.06 s, and A
-// returned that 429 at 5.10 s (1,000 drawn groups: 52 of 1,335 rescues
-// lost, 33 now). A date names one moment to whoever is told it: what is
-// left of it at the step is waited.
+// after it, as an HTTP date, to the whole second; A starts at 1.798 s
+// (deadline 5.661 s) beside three others, and the limiter answers from
+// 6 s. Plain backoff's retries go at 3.11 s (told 5 s), 5.03 s (told 7 s)
+// and 7.02 s: 200. Held, A went at 3.28 s, between steps, standing for its
+// 3.11 s step, and was told 5 s: taken as a wait of 1.7 s from that step,
+// not as the moment it names, the date put A's next attempt at 5.06 s,
+// told 7 s, and A returned that 429 at 5.10 s (1,000 drawn groups: 52 of
+// 1,335 rescues lost, 33 now). A date names one moment to whoever is told
+// it: what is left of it at the step is waited.
 func TestHeldRetryWaitsWhatIsLeftOfAMovingDate(t *testing.T) {
 	ms := time.Millisecond
 	rateWindow{pol: Policy{MaxRetries: 3, BaseDelay: 172 * ms, MaxDelay: 172 * ms, Jitter: JitterDecorrelated},

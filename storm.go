@@ -34,9 +34,9 @@ const DefaultReleaseShare = 0.25
 // that grows with answers and halves on failures, as TCP's window (see
 // ReleaseShare); while no fresh requests reach the host, the line probes it,
 // one held retry at a time, the oldest, spaced as a backoff over the probes
-// failed in a row; and while they are few,
-// the line probes at once when the earliest moment a Retry-After named
-// since the host's latest failure comes with no news of it since.
+// failed in a row; and while fresh requests are few, the line probes at
+// once when the earliest moment a Retry-After named since the host's latest
+// failure comes with no news of it since.
 //
 // So a held request that fails ends no later, and after no more attempts, than
 // with plain backoff; one that succeeds may take a step more, the time it takes
