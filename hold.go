@@ -147,12 +147,18 @@ func (r *retrier) nextStep(at time.Time) heldStep {
 	if !skip.took.timed {
 		r.m.untimed++
 	}
-	from := at.Add(r.st.announceTime() + skip.took.avg + skip.stepDrain)
-	floor := skip.untilNamed(from)
-	own, u := r.stepWait(0, floor, true)
-	s := heldStep{from: from, own: own, floor: floor, u: u}
+	s := r.stepFrom(0, at.Add(r.st.announceTime()+skip.took.avg+skip.stepDrain), skip, true)
 	r.prev = s.at().Sub(s.from)
 	return s
+}
+
+// stepFrom returns the step of retry k (0: the next) that comes after
+// from: its own backoff, drawn ahead unless take (see stepWait), and a
+// floor of skip's Retry-After, until the window's end the host named.
+func (r *retrier) stepFrom(k int, from time.Time, skip skipTimes, take bool) heldStep {
+	floor := skip.untilNamed(from)
+	own, u := r.stepWait(k, floor, take)
+	return heldStep{from: from, own: own, floor: floor, u: u}
 }
 
 // untilNamed returns the floor of a step's wait from from: s.floor, or
@@ -181,10 +187,7 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 		return false
 	}
 	skip := r.m.h.skipTime(r.m)
-	from := at.Add(r.st.announceTime() + skip.fit)
-	floor := skip.untilNamed(from)
-	own, u := r.stepWait(k+1, floor, false)
-	next := heldStep{from: from, own: own, floor: floor, u: u}
+	next := r.stepFrom(k+1, at.Add(r.st.announceTime()+skip.fit), skip, false)
 	return r.pastLimits(next.at()) != StopNone
 }
 
