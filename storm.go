@@ -18,64 +18,43 @@ const DefaultReleaseShare = 0.25
 // Its zero value is on: the host gate. NoHostGate turns the gate off and
 // puts a retry budget in its place; NoBudget turns that budget off.
 //
-// The model, per host: a retry that has waited its own backoff is held only
-// while another request to the host is retrying and the host is proven down
-// (none of its last 16 attempts answered, in an outage that began twice a
-// failed attempt's time ago or more), or a Retry-After told it to wait out
-// the outage under way (unless the host's Retry-After named a rate window's
-// end: an attempt sent at or after the moment it named was told a later one).
-// A held request keeps its own backoff's steps, drawn as plain backoff draws
-// them: at each it goes if the host may be back (its latest outcome is an
-// answer, though at the first step after one not if a Retry-After it was told
-// may have named the host's return, or no failure is newer than the request's
-// own news of it while no fresh requests come) or if the step is its last,
-// and otherwise skips it as an attempt that failed. Between steps it waits in
-// the host's line, which the host's answers empty, oldest first, at a pace
-// that grows with answers and halves on failures, as TCP's window (see
-// ReleaseShare); while no fresh requests reach the host, the line probes it,
-// one held retry at a time, the oldest, spaced as a backoff over the probes
-// failed in a row; and while fresh requests are few, the line probes at
-// once when the earliest moment a Retry-After named since the host's latest
-// failure comes with no news of it since.
+// The model, per host: a retry that has waited its own backoff goes, as
+// without storm control, unless another request to the host is retrying
+// and either the host is proven down (none of its last 16 attempts
+// answered, in an outage at least two failed attempts' time old) or a
+// Retry-After told the request to wait out the outage under way; then it
+// is held. A held request keeps its own backoff's steps, drawn as plain
+// backoff draws them: at each it goes if the host may be back (its latest
+// outcome is an answer, or, while no fresh requests come, no failure is
+// newer than the request's own news of it) or if the step is its last,
+// and otherwise skips the step, counted as an attempt that failed.
+// Between steps it waits in the host's line, which the host's answers
+// empty, oldest first, at a pace that grows with answers and halves on
+// failures, as TCP's window (see ReleaseShare); while no fresh requests
+// reach the host, the line sends its oldest held retry alone, now and
+// then, as a probe paced as a backoff.
 //
-// So a held request that fails ends no later, and after no more attempts, than
-// with plain backoff; one that succeeds may take a step more, the time it takes
-// to learn that the host is back; none goes before a Retry-After it was told
-// ends, and one the server singled out (told a Retry-After while the others'
-// latest failures named none) is not held; a hold that the deadline reaches
-// returns the last outcome (see Error for a body that could not be kept) with
-// StopHostGate. "No later" has four measured exceptions: failures of which only
-// some carry a Retry-After, or which name different waits (then, rarely, an
-// attempt more too, within MaxRetries and the deadline); a retry let go between
-// steps and told a Retry-After that outlasts the request's last step (it waits
-// it out and sends that step, rather than end before the host may be back);
-// attempts that take longer than plain backoff's would have (a skipped step
-// stands for one of the request's own, drained as the host's latest failed
-// response of another request, no longer than its own: one that hung, or went
-// in a burst's congestion, stands long); and, against a deadline, attempts
-// longer than any the host has failed before one of the request's own is timed.
-// A skipped step may also be one at which plain backoff's retry would have
-// found the host back (a host that flaps, or one that comes back while a long
-// attempt would still be out): the request then takes a step more, or, if its
-// steps left fail or the deadline comes first, fails where plain backoff
-// succeeds: most often on a rate limit that names its window's end (a
-// Retry-After date, or seconds counting down), as the steps wait a window's
-// length from wherever they fall (docs/storm-control.md has the figures). A
-// Retry-After told to a retry that stood for a later step is waited from that
-// step, as plain backoff, whose attempt went then, waits it: so a held
-// request's steps keep to plain backoff's when every failure says the same
-// Retry-After, at the cost of ending later when the host stops saying it
-// meanwhile (the first exception).
+// So a held request that fails ends no later, and after no more attempts,
+// than with plain backoff; one that succeeds may take a step more, the time
+// it takes to learn that the host is back; none goes before a Retry-After
+// it was told ends, and one the server singled out (told a Retry-After
+// while the others' latest failures named none) is not held; a hold that
+// the deadline reaches returns the last outcome (see Error for a body that
+// could not be kept) with StopHostGate. "No later" has measured exceptions,
+// among them failures of which only some carry a Retry-After, attempts
+// slower than plain backoff's would have been, hosts that flap faster than
+// the backoff, and rate limits that name a window's end (a Retry-After
+// date, or seconds counting down). docs/storm-control.md states each rule
+// in full (when a Retry-After holds, when the host may be back, the line's
+// pace and probes, what a skipped step stands for) and measures each
+// exception; the README lists them in user terms.
 //
 // With the host gate off, a budget bounds retries across hosts instead
-// (see Budget). Only hosts with requests retrying have state: while
-// none has, a request pays a few atomic loads for storm control and no
-// lock; while some have, a request to another host pays a clock read and
-// a look-up without a lock. A host is the request's URL.Host as it is
+// (see Budget). Only hosts with requests retrying have state: while none
+// has, a request pays a few atomic loads for storm control and no lock;
+// while some have, a request to another host pays a clock read and a
+// look-up without a lock. A host is the request's URL.Host as it is
 // written: "h" and "h:80" are two hosts, http://h and https://h one.
-// docs/storm-control.md gives each rule (when the host may be back, the
-// line's pace, a skipped step's time), its fine print and the figure
-// behind it.
 type StormControl struct {
 	// NoBudget turns the retry budget off; it acts only with NoHostGate.
 	NoBudget bool
