@@ -26,6 +26,7 @@ func failing(n int) (*hostSet, []*member) {
 		s.failed("h", ms[i], failure{first: true, at: at(i), sent: at(i)})
 	}
 	ms[0].h.gaps, ms[0].h.run = flowGaps, max(ms[0].h.run, downAfter)
+	ms[0].h.gapDev = ms[0].h.gap // gaps as irregular as their mean: the flow ends after flowGaps of them
 	return s, ms
 }
 

@@ -117,8 +117,8 @@ func TestHeldRequestGoesOnceAlone(t *testing.T) {
 		var wg sync.WaitGroup
 		var status int
 		wg.Go(func() { status = callL(tr) })
-		for i := range downAfter { // 25 ms apart: fresh requests flowing, so that no probe goes
-			wg.Go(func() { failOnce(tr, time.Duration(i+1)*25*time.Millisecond, 1) })
+		for i := range downAfter { // 15 or 35 ms apart: fresh requests flowing, so that no probe goes
+			wg.Go(func() { failOnce(tr, time.Duration((i+1)*25+i%2*10)*time.Millisecond, 1) })
 		}
 		wg.Go(func() {
 			time.Sleep(300 * time.Millisecond)
