@@ -59,11 +59,11 @@ func btoi(b bool) int {
 // TestStaggeredCallsLearnTheHostIsBack: a newcomer's program, 8 goroutines
 // started 200 ms apart, one call each, the host down for 1.5 s. Every call
 // was held, and the last fresh request came at 1.4 s; the line took fresh
-// requests for flowing until 8 of their gaps had passed without one, and
-// sent nothing from 0.9 s to 2.8 s: the calls ended 1.87 s after they began
-// on average, against 1.36 s with plain backoff (100 drawn runs). Fresh
-// requests as regular as these count as stopped once their usual gap and
-// 20 of its deviations pass (see flowEnd): 1.03 s.
+// requests for flowing until 7 of their gaps had passed without one, and
+// sent no retry from 0.98 s to 2.8 s: the calls ended 1.85 s after they
+// began on average, against 1.36 s with plain backoff (100 drawn runs).
+// Fresh requests as regular as these count as stopped once a beat is
+// missed (see flowEnd): 0.99 s over these five runs, 1.01 s over 100.
 func TestStaggeredCallsLearnTheHostIsBack(t *testing.T) {
 	t.Parallel() // virtual time only
 	var sumOn, sumOff time.Duration

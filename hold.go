@@ -214,8 +214,8 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 			// (sent at once, it made an attempt more than plain backoff).
 			// A step waited in line (see waitInLine) has none left: its
 			// backoff ended at it. Waiting it again from the failure moved
-			// no hunt past its spread (Capacity: 317 of 3,966 rescues lost,
-			// 301-318 without).
+			// no drawn hunt past its spread (300 groups on a host of limited
+			// capacity: 317 of 3,966 rescues lost, 301-318 without).
 			left.from = now
 		}
 		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {

@@ -25,7 +25,7 @@ const (
 	// Virtual Retry-After herd, seeds 1-4: peak after 1.49-2.54x; 6.1-7.4x at 6, 1.25-2.91x at 16.
 	gapWeight = 8
 	// flowDevs: deviations of that gap, past one gap, after which fresh requests count as stopped, as TCP's timeout adds four of its round trip's.
-	// 8 goroutines 200 ms apart, 1.5 s outage: calls 1.03 s (off 1.36 s; 1.85 s without); Retry-After herd 1.57-2.37x at 10, 1.51-1.92x as without at 20.
+	// 8 goroutines 200 ms apart, 1.5 s outage: calls 0.99 s (off 1.36 s; 1.85 s without); Retry-After herd 1.57-2.37x at 10, 1.51-1.92x as without at 20.
 	flowDevs = 20
 	// tookWeight: a failed attempt's time weighs 1/tookWeight in the host's running average.
 	// 500 ms answers: 14,271-14,314 of 14,794 rescued, off 14,325 (14,117 at 1); 8 lags a speedup.
@@ -229,10 +229,11 @@ func (h *host) noteFresh(now time.Time) {
 // their usual gaps as have been seen, up to flowGaps, since a flow seen
 // once is weak evidence and a held retry that waits for fresh requests
 // that never come loses its steps; or sooner, after one gap and flowDevs
-// of its deviations, since a flow as regular as a ticker's that misses
-// its beat has stopped. h.mu is held.
+// of its deviations (a quarter of a gap at least, as TCP's timeout has a
+// floor, so that a beat on time is not one missed), since a flow as
+// regular as a ticker's that misses its beat has stopped. h.mu is held.
 func (h *host) flowEnd() time.Time {
-	return h.lastFresh.Add(min(time.Duration(min(h.gaps, flowGaps))*h.gap, h.gap+flowDevs*h.gapDev))
+	return h.lastFresh.Add(min(time.Duration(min(h.gaps, flowGaps))*h.gap, h.gap+max(flowDevs*h.gapDev, h.gap/4)))
 }
 
 // flowing reports whether fresh requests keep coming at now. h.mu is held.

@@ -682,3 +682,38 @@ func TestGateRetryAfterToldWhileTheHostAnswersHoldsNothing(t *testing.T) {
 		t.Error("told a Retry-After while the host answered: held")
 	}
 }
+
+// TestFlowOfFreshRequestsEndsByHowRegularItWas: fresh requests as regular
+// as a ticker's count as stopped once a beat is missed (a gap and a
+// quarter), where the same mean gap drawn at random, or a ticker that has
+// paused before, counts as coming for up to flowGaps gaps (see flowEnd).
+func TestFlowOfFreshRequestsEndsByHowRegularItWas(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		at        []int // ms of the fresh requests
+		flowingAt []int // ms after the last: still coming
+		stoppedAt []int // ms after the last: stopped
+	}{
+		{"a ticker", []int{0, 100, 200, 300, 400, 500, 600, 700, 800}, []int{100, 124}, []int{126, 300}},
+		{"the same mean gap, uneven", []int{0, 50, 200, 250, 400, 450, 600, 650, 800}, []int{126, 300, 500}, []int{801}},
+		{"a ticker that paused", []int{0, 100, 200, 300, 2300, 2400, 2500, 2600, 2700}, []int{126, 300}, []int{801}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &host{}
+			for _, ms := range tc.at {
+				h.noteFresh(at(ms))
+			}
+			last := tc.at[len(tc.at)-1]
+			for _, d := range tc.flowingAt {
+				if !h.flowing(at(last + d)) {
+					t.Errorf("stopped %d ms after the last (gap %v, deviation %v)", d, h.gap, h.gapDev)
+				}
+			}
+			for _, d := range tc.stoppedAt {
+				if h.flowing(at(last + d)) {
+					t.Errorf("still coming %d ms after the last (gap %v, deviation %v)", d, h.gap, h.gapDev)
+				}
+			}
+		})
+	}
+}

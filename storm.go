@@ -22,17 +22,20 @@ const DefaultReleaseShare = 0.25
 // without storm control, unless another request to the host is retrying
 // and either the host is proven down (none of its last 16 attempts
 // answered, in an outage at least two failed attempts' time old) or a
-// Retry-After told the request to wait out the outage under way; then it
-// is held. A held request keeps its own backoff's steps, drawn as plain
-// backoff draws them: at each it goes if the host may be back (its latest
-// outcome is an answer, or, while no fresh requests come, no failure is
-// newer than the request's own news of it) or if the step is its last,
-// and otherwise skips the step, counted as an attempt that failed.
-// Between steps it waits in the host's line, which the host's answers
-// empty, oldest first, at a pace that grows with answers and halves on
-// failures, as TCP's window (see ReleaseShare); while no fresh requests
-// reach the host, the line sends its oldest held retry alone, now and
-// then, as a probe paced as a backoff.
+// Retry-After told the request to wait out the outage under way (not one
+// that has named a rate window's end); then it is held. A held request
+// keeps its own backoff's steps, drawn as plain backoff draws them: at
+// each it goes if the host may be back (its latest outcome is an answer,
+// though at the first step after one not if the request's Retry-After
+// may have named the host's return; or, while no fresh requests come, no
+// failure is newer than the request's own news of it) or if the step is
+// its last, and otherwise skips the step, counted as an attempt that
+// failed. Between steps it waits in the host's line, which the host's
+// answers empty, oldest first, at a pace that grows with answers and
+// halves on failures, as TCP's window (see ReleaseShare); while no fresh
+// requests reach the host (or, while they are few, once a moment a
+// Retry-After named has come), the line sends its oldest held retry
+// alone, now and then, as a probe paced as a backoff.
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the time
@@ -40,14 +43,17 @@ const DefaultReleaseShare = 0.25
 // it was told ends, and one the server singled out (told a Retry-After
 // while the others' latest failures named none) is not held; a hold that
 // the deadline reaches returns the last outcome (see Error for a body that
-// could not be kept) with StopHostGate. "No later" has measured exceptions,
-// among them failures of which only some carry a Retry-After, attempts
-// slower than plain backoff's would have been, hosts that flap faster than
-// the backoff, and rate limits that name a window's end (a Retry-After
-// date, or seconds counting down). docs/storm-control.md states each rule
-// in full (when a Retry-After holds, when the host may be back, the line's
-// pace and probes, what a skipped step stands for) and measures each
-// exception; the README lists them in user terms.
+// could not be kept) with StopHostGate. These have measured exceptions,
+// among them failures of which only some carry a Retry-After (later, and
+// rarely an attempt more) and attempts slower than plain backoff's would
+// have been (later); and a held request may fail where plain backoff
+// succeeds, on a host that flaps faster than the backoff or a rate limit
+// that names its window's end (a Retry-After date, or seconds counting
+// down).
+// docs/storm-control.md states each rule in full (when a Retry-After holds,
+// when the host may be back, the line's pace and probes, what a skipped
+// step stands for) and measures each exception; the README lists them in
+// user terms.
 //
 // With the host gate off, a budget bounds retries across hosts instead
 // (see Budget). Only hosts with requests retrying have state: while none
