@@ -48,6 +48,7 @@ func TestPresets(t *testing.T) {
 
 	bad := map[string]func(*Scenario){
 		"burst without workers":       func(s *Scenario) { *s = BurstPreset(); s.Workers = 0 },
+		"negative stagger":            func(s *Scenario) { *s = BurstPreset(); s.Stagger = -ms },
 		"random-closed without time":  func(s *Scenario) { *s = RandomClosedPreset(0.05); s.Duration = 0 },
 		"sequential without calls":    func(s *Scenario) { *s = SequentialPreset(); s.Calls = 0 },
 		"retry-after-long without RA": func(s *Scenario) { *s = RetryAfterLongPreset(); s.RetryAfter = 0 },

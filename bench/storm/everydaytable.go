@@ -30,8 +30,12 @@ var everydayDescriptions = map[Mode]func(Scenario) string{
 			max(sc.Workers, 1), sc.Calls, policyText(sc))
 	},
 	Burst: func(sc Scenario) string {
-		return fmt.Sprintf("Mode burst: one client shared by %d goroutines that start together; the host answers 503 from %s to %s, "+
-			"then 200 with %s; %s.", sc.Workers, seconds(sc.OutageStart), seconds(sc.OutageEnd), capacityText(sc), policyText(sc))
+		start := "that start together"
+		if sc.Stagger > 0 {
+			start = fmt.Sprintf("started %v apart", sc.Stagger)
+		}
+		return fmt.Sprintf("Mode burst: one client shared by %d goroutines %s; the host answers 503 from %s to %s, "+
+			"then 200 with %s; %s.", sc.Workers, start, seconds(sc.OutageStart), seconds(sc.OutageEnd), capacityText(sc), policyText(sc))
 	},
 	RandomClosed: func(sc Scenario) string {
 		return fmt.Sprintf("Mode random-closed: %d closed-loop workers share one client and send back to back for %s; "+

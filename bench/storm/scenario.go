@@ -55,9 +55,9 @@ const (
 	// Sequential: one goroutine makes Calls calls in a row to a host that
 	// always answers 503.
 	Sequential Mode = "sequential"
-	// Burst: Workers goroutines that start together send one request each
-	// through the one client; the host is down in [OutageStart,
-	// OutageEnd) and then serves everything.
+	// Burst: Workers goroutines that start together (or Stagger apart)
+	// send one request each through the one client; the host is down in
+	// [OutageStart, OutageEnd) and then serves everything.
 	Burst Mode = "burst"
 	// RandomClosed: Workers goroutines share the one client and send
 	// requests back to back for Duration, against a host that fails a
@@ -86,6 +86,10 @@ type Scenario struct {
 	// Workers is the goroutines that share the one client in Burst,
 	// RandomClosed and Sequential (where zero means one).
 	Workers int
+	// Stagger, in Burst, starts worker i i×Stagger after the first, as a
+	// newcomer's goroutines started in a loop with a sleep; zero starts
+	// them together.
+	Stagger time.Duration
 	// Calls is the logical requests made in a row in Sequential (by each
 	// worker) and RetryAfterLong.
 	Calls int
@@ -224,8 +228,8 @@ func (s Scenario) Validate() error {
 		}
 		return nil
 	case Burst:
-		if s.Workers < 1 || s.RequestTimeout <= 0 {
-			return fmt.Errorf("storm: burst needs at least one worker and a request timeout")
+		if s.Workers < 1 || s.RequestTimeout <= 0 || s.Stagger < 0 {
+			return fmt.Errorf("storm: burst needs at least one worker, a request timeout and no negative stagger")
 		}
 		return nil
 	case RandomClosed:

@@ -1,6 +1,9 @@
 package storm
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // The drivers of the single-client modes: every one sends through
 // f.clients[0], the one RoundTripper a newcomer builds and shares.
@@ -22,13 +25,15 @@ func (f *fleet) inRow() {
 
 // burst starts Scenario.Workers goroutines that wait at a gate, opens it,
 // and lets each send one request, so that they start as close to
-// together as the scheduler allows, as a fan-out does.
+// together as the scheduler allows, as a fan-out does; or, with a
+// Stagger, Stagger apart.
 func (f *fleet) burst() {
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
-	for range f.sc.Workers {
+	for i := range f.sc.Workers {
 		wg.Go(func() {
 			<-gate
+			time.Sleep(time.Duration(i) * f.sc.Stagger)
 			f.do(f.clients[0], f.since())
 		})
 	}

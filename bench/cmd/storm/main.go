@@ -36,6 +36,7 @@ func main() {
 	flag.IntVar(&f.Clients, "clients", f.Clients, "client instances, each with its own transport and pool")
 	flag.IntVar(&f.Workers, "workers", f.Workers, "goroutines sharing the one client (burst, random-closed, sequential)")
 	flag.IntVar(&f.Calls, "calls", f.Calls, "calls in a row (sequential, retry-after-long)")
+	flag.DurationVar(&f.Stagger, "stagger", f.Stagger, "burst: start worker i i times this after the first (zero: together)")
 	flag.Float64Var(&f.Rate, "rate", f.Rate, "logical requests per second, all clients together")
 	flag.Float64Var(&f.Capacity, "capacity", f.Capacity, "requests per second the server serves; 0 means no limit (single-client modes)")
 	flag.DurationVar(&f.OutageStart, "outage-start", f.OutageStart, "start of the full outage")
@@ -132,6 +133,7 @@ var overrides = map[string]func(dst *storm.Scenario, f storm.Scenario){
 	"clients":      func(d *storm.Scenario, f storm.Scenario) { d.Clients = f.Clients },
 	"workers":      func(d *storm.Scenario, f storm.Scenario) { d.Workers = f.Workers },
 	"calls":        func(d *storm.Scenario, f storm.Scenario) { d.Calls = f.Calls },
+	"stagger":      func(d *storm.Scenario, f storm.Scenario) { d.Stagger = f.Stagger },
 	"rate":         func(d *storm.Scenario, f storm.Scenario) { d.Rate = f.Rate },
 	"capacity":     func(d *storm.Scenario, f storm.Scenario) { d.Capacity = f.Capacity },
 	"outage-start": func(d *storm.Scenario, f storm.Scenario) { d.OutageStart = f.OutageStart },
