@@ -73,6 +73,21 @@ func SlowBurstPreset() Scenario {
 	return s
 }
 
+// StaggeredPreset is a few goroutines that share one client and each
+// make one call, started 200 ms apart, through a 1.5 s outage, with a
+// backoff that starts at 200 ms and may grow to 10 s: calls that come
+// one by one, as a newcomer's test program makes them, so that a system
+// that holds retries back while the host is down must notice the host's
+// return from fewer requests than a burst gives it. Eight calls keep the
+// run to a few seconds per system.
+func StaggeredPreset() Scenario {
+	s := BurstPreset()
+	s.Workers, s.Stagger = 8, 200*time.Millisecond
+	s.OutageEnd = 1500 * time.Millisecond
+	s.Params = bench.Params{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 10 * time.Second}
+	return s
+}
+
 // FlapPreset is one client sending open-loop arrivals at 50 requests/s for
 // 12 s to a host that is down every other second, the first included,
 // without a capacity limit, with the library's default retry numbers: what

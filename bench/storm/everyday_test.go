@@ -41,6 +41,12 @@ func TestPresets(t *testing.T) {
 	if sc := SequentialPreset(); sc.Calls != 4 || sc.Params != (bench.Params{MaxRetries: 5, BaseDelay: 200 * ms, MaxDelay: 2 * time.Second}) {
 		t.Errorf("sequential: %d calls, %+v", sc.Calls, sc.Params)
 	}
+	// The staggered calls must come one by one while the host is down: the
+	// last starts before the outage ends, and none with another.
+	if sc := StaggeredPreset(); sc.Mode != Burst || sc.Validate() != nil || sc.Stagger <= 0 ||
+		time.Duration(sc.Workers-1)*sc.Stagger >= sc.OutageEnd {
+		t.Errorf("staggered: mode %s, %d workers %v apart, outage ends %v", sc.Mode, sc.Workers, sc.Stagger, sc.OutageEnd)
+	}
 	// Retry-After must exceed what the policy could wait on its own.
 	if sc := RetryAfterLongPreset(); sc.RetryAfter <= time.Duration(sc.Params.MaxRetries)*sc.Params.MaxDelay {
 		t.Errorf("retry-after-long: Retry-After %v within MaxRetries × MaxDelay", sc.RetryAfter)
