@@ -48,13 +48,12 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		case atStep:
 			cur = r.nextStep(next)
 			m.h.enqueue(m, r.place(cur.at(), false))
-			waited = true
-			continue
-		}
-		if err := m.pause(ctx, timer, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
-			return true, StopHostGate // the deadline is a hold's limit, not a failure
-		} else if err != nil {
-			return true, StopCanceled
+		default:
+			if err := m.pause(ctx, timer, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
+				return true, StopHostGate // the deadline is a hold's limit, not a failure
+			} else if err != nil {
+				return true, StopCanceled
+			}
 		}
 		waited = true
 	}
@@ -127,10 +126,9 @@ type ownSteps struct {
 // before it, and the attempt that stood for it, ended (from); its own
 // backoff; and its wait's floor, a Retry-After spread by u.
 type heldStep struct {
-	from  time.Time
-	own   time.Duration
-	floor time.Duration
-	u     float64
+	from       time.Time
+	own, floor time.Duration
+	u          float64
 }
 
 // at returns when s comes; a zero floor spreads to zero.
@@ -142,32 +140,25 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // which waits at least a Retry-After while the host still says one (see
 // skipTimes.floor).
 func (r *retrier) nextStep(at time.Time) heldStep {
-	skip := r.m.h.skipTime(r.m)
+	skip, took := r.m.h.skipTime(r.m), r.m.took // m.took: see catchUp
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
-	if !skip.took.timed {
+	if !took.timed {
 		r.m.untimed++
 	}
-	s := r.stepFrom(0, at.Add(r.st.announceTime()+skip.took.avg+skip.stepDrain), skip, true)
+	s := r.stepFrom(0, at.Add(time.Duration(r.st.announced.Load())+took.avg+skip.stepDrain), skip, true)
 	r.prev = s.at().Sub(s.from)
 	return s
 }
 
 // stepFrom returns the step of retry k (0: the next) that comes after
 // from: its own backoff, drawn ahead unless take (see stepWait), and a
-// floor of skip's Retry-After, until the window's end the host named.
+// floor of skip's Retry-After, or longer, until the window's end the host
+// named (see skipTimes.named): a zero or past one leaves the floor, as it
+// subtracts to no more than zero.
 func (r *retrier) stepFrom(k int, from time.Time, skip skipTimes, take bool) heldStep {
-	floor := skip.untilNamed(from)
+	floor := max(skip.floor, skip.named.Sub(from))
 	own, u := r.stepWait(k, floor, take)
 	return heldStep{from: from, own: own, floor: floor, u: u}
-}
-
-// untilNamed returns the floor of a step's wait from from: s.floor, or
-// longer, until the window's end the host named (see skipTimes.named).
-func (s skipTimes) untilNamed(from time.Time) time.Duration {
-	if s.named.After(from) {
-		return max(s.floor, s.named.Sub(from))
-	}
-	return s.floor
 }
 
 // lastStep reports whether retry k, due at at, is the request's last: no
@@ -187,7 +178,7 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 		return false
 	}
 	skip := r.m.h.skipTime(r.m)
-	next := r.stepFrom(k+1, at.Add(r.st.announceTime()+skip.fit), skip, false)
+	next := r.stepFrom(k+1, at.Add(time.Duration(r.st.announced.Load())+skip.fit), skip, false)
 	return r.pastLimits(next.at()) != StopNone
 }
 
@@ -219,9 +210,9 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 			left.from = now
 		}
 		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
-			r.m.late = 0
-			r.m.until, r.floor = at, floor
-			return max(at.Sub(now), floor), r.cutShort(now, max(at.Sub(now), floor)), true
+			r.m.late, r.m.until, r.floor = 0, at, floor
+			wait = max(at.Sub(now), floor)
+			return wait, r.cutShort(now, wait), true
 		}
 		// Told a Retry-After that outlasts the step, the retry stood for
 		// that step, sent early: it waits from there as plain backoff would.
@@ -252,16 +243,11 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 // catchUp returns how much later than the held request's own steps plain
 // backoff's come: each step skipped before any of its attempts was timed
 // stood for an attempt that took no time; once one is, for one that took
-// as long. It is counted once.
+// as long. It is counted once. Called after a failed retry, which was
+// timed (see retrier.sending), so its attempts are; m.took, written only
+// by its request's goroutine, is read without h.mu.
 func (r *retrier) catchUp() time.Duration {
-	if r.m.untimed == 0 {
-		return 0
-	}
-	skip := r.m.h.skipTime(r.m)
-	if !skip.took.timed {
-		return 0
-	}
-	d := times(r.m.untimed, skip.took.avg)
+	d := times(r.m.untimed, r.m.took.avg)
 	r.m.untimed = 0
 	return d
 }
@@ -301,32 +287,32 @@ func (r *retrier) stepWait(k int, floor time.Duration, take bool) (own time.Dura
 	if k == 0 {
 		k = r.step()
 	}
-	i := 0
-	next := func() float64 {
-		if i == r.m.nAhead {
-			r.m.ahead[r.m.nAhead] = r.t.random()
-			r.m.nAhead++
-		}
-		i++
-		return r.m.ahead[i-1]
-	}
-	own = r.pol.Delay(k, r.prev, next())
+	own, used := r.pol.Delay(k, r.prev, r.drawn(0)), 1
 	if floor > 0 {
-		u = next()
+		u, used = r.drawn(1), 2
 	}
 	if take {
-		r.m.nAhead = copy(r.m.ahead[:], r.m.ahead[i:r.m.nAhead])
+		r.useDrawn(used)
 	}
 	return own, u
 }
 
+// drawn returns the random value i places ahead, drawing it when it is the
+// first not yet drawn.
+func (r *retrier) drawn(i int) float64 {
+	if i == r.m.nAhead {
+		r.m.ahead[i], r.m.nAhead = r.t.random(), i+1
+	}
+	return r.m.ahead[i]
+}
+
+// useDrawn drops the first n values drawn ahead, used.
+func (r *retrier) useDrawn(n int) { r.m.nAhead = copy(r.m.ahead[:], r.m.ahead[n:r.m.nAhead]) }
+
 // random returns the next random value: one drawn ahead (see stepWait),
 // or a new one.
 func (r *retrier) random() float64 {
-	if r.m.nAhead == 0 {
-		return r.t.random()
-	}
-	u := r.m.ahead[0]
-	r.m.nAhead = copy(r.m.ahead[:], r.m.ahead[1:r.m.nAhead])
+	u := r.drawn(0)
+	r.useDrawn(1)
 	return u
 }

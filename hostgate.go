@@ -301,7 +301,6 @@ func (s *hostSet) leave(m *member) {
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
 	i := slices.Index(h.members, m)
 	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
 	case 0:
@@ -310,7 +309,7 @@ func (s *hostSet) leave(m *member) {
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
 	}
-	h.heard(m, now, false)
+	h.heard(m, time.Now(), false)
 }
 
 // earlierOf returns the earlier of a and b, a zero time counting as none.

@@ -26,7 +26,7 @@ type member struct {
 	heeded            time.Duration // that Retry-After, when not over MaxRetryAfter; zero otherwise
 	toldAt            time.Time     // when its latest failure came, told heeded
 	path              string        // its request's URL path: what it is told speaks for its path's requests
-	took              attemptTime   // its own failed attempts' time: a skipped step stands for one
+	took              attemptTime   // its own failed attempts' time: a skipped step stands for one; written only by its request's goroutine, which reads it without h.mu
 	drains            attemptTime   // how long their responses took to drain
 	ownSteps                        // its place in its own backoff
 }
@@ -55,8 +55,7 @@ func (m *member) nudge() {
 // skipTimes is what a held request's skipped step stands for, and what
 // its next step waits.
 type skipTimes struct {
-	took  attemptTime   // an attempt of its own: none until one is timed, so that a step comes no later than plain backoff's
-	drain time.Duration // that attempt's drain
+	drain time.Duration // an attempt of its own's drain (the attempt's time is m.took: none until one is timed, so that a step comes no later than plain backoff's)
 	// stepDrain is the part of drain that the step's time counts: no more
 	// than the latest drain of another request's response to the host, so
 	// that steps keep to plain backoff's, which drains each failure before
@@ -80,7 +79,7 @@ type skipTimes struct {
 	// named is the latest moment the host's Retry-After named, once it
 	// is known to name a window's end (see host.windows); zero otherwise:
 	// a skipped step stands for an attempt that would have been told it,
-	// and the next waits until it (see untilNamed).
+	// and the next waits until it (see stepFrom).
 	named time.Time
 }
 
@@ -88,7 +87,7 @@ type skipTimes struct {
 func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := skipTimes{took: m.took, drain: m.drains.avg, fit: m.took.avg}
+	s := skipTimes{drain: m.drains.avg, fit: m.took.avg}
 	if !m.drains.timed { // none of its failures had a body (a reset): its steps' would, as the others' do
 		s.drain = h.drain.besides(m)
 	}
@@ -199,9 +198,8 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	if limited && !m.took.timed && !h.took.timed {
 		return false
 	}
-	others := h.says.besides(m) // the latest failure of a request other than m came with a Retry-After
 	down := h.provenDown(now)
-	singled := m.floor > 0 && !others                       // a Retry-After of its own named its time, the others' failures none
+	singled := m.floor > 0 && !h.says.besides(m)            // a Retry-After of its own named its time, the others' latest failures none
 	told := !h.windows && m.toldIn.Equal(h.outageStart)     // an outage the host has since answered out of told it nothing of this one
 	return len(h.members) > 1 && !singled && (down || told) // else it goes at its own backoff's time, as plain backoff's would
 }

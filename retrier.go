@@ -45,7 +45,10 @@ func (t *Transport) newRetrier(req *http.Request, called time.Time) retrier {
 	} else if t.Storm.budgeted() {
 		t.Storm.Budget.countRequest()
 	}
-	if t.MaxElapsed > 0 || st.timing() { // the first attempt's time, after its body was read
+	// The first attempt's time, after its body was read: with MaxElapsed,
+	// or while a host has requests retrying, as skipped steps and proof of
+	// an outage count how long attempts take.
+	if t.MaxElapsed > 0 || st.hosts != nil && st.hosts.active.Load() > 0 {
 		return retrier{t: t, req: req, st: st, start: called, sent: time.Now()}
 	}
 	return retrier{t: t, req: req, st: st}

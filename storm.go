@@ -118,13 +118,11 @@ type stormState struct {
 	budget         *Budget    // nil when off
 	hosts          *hostSet   // nil when off
 	retrying, held atomic.Int64
-	announced      atomic.Int64 // how long OnRetry took for the latest retry, in ns
+	// announced is how long OnRetry took for the latest retry, in ns: a
+	// held request's skipped step stands for a retry announced as long, as
+	// plain backoff's retry there would have been.
+	announced atomic.Int64
 }
-
-// announceTime returns how long OnRetry took for the Transport's latest
-// retry: a held request's skipped step stands for a retry announced as
-// long, as plain backoff's retry there would have been.
-func (st *stormState) announceTime() time.Duration { return time.Duration(st.announced.Load()) }
 
 // storm returns the Transport's storm control, building it once. A copy
 // of a Transport in use gets the original's here: its own comes at its
@@ -217,12 +215,6 @@ func (st *stormState) drained(m *member, d time.Duration) {
 	m.h.drain.note(m, d)
 }
 
-// timing reports whether a host has requests retrying: then attempts are
-// timed, as skipped steps and proof of an outage count how long they take.
-func (st *stormState) timing() bool {
-	return st.hosts != nil && st.hosts.active.Load() > 0
-}
-
 // takes reports whether the budget, if any, lets m's retry go, asked at
 // now, and takes its token then, so that retries asked about at once
 // cannot all count on the same token; one never sent gives it back (see
@@ -242,10 +234,8 @@ func (st *stormState) sent(m *member, now time.Time) {
 	if st.budget == nil {
 		return
 	}
-	if m.paid {
+	if m.paid || st.budget.take(now) {
 		m.paid, m.spent = false, m.spent+1
-	} else if st.budget.take(now) {
-		m.spent++
 	}
 }
 
