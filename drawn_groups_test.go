@@ -24,12 +24,15 @@ type groupTally struct{ rescued, onRescued, lost, onSent, offSent, laterFailed i
 // add runs one group on and off (see saysRun), each run with a server
 // from serve, and counts it.
 func (g *groupTally) add(t *testing.T, pol Policy, seed int, starts []time.Duration, serve func() func(i int, at time.Duration) *http.Response) {
-	g.addOn(t, clients{n: 1}, pol, seed, starts, serve)
+	g.addOn(t, clients{n: 1}, pol, seed, starts, nil, serve)
 }
 
-// addOn is add with the group's requests sent through cl (see saysRunOn).
-func (g *groupTally) addOn(t *testing.T, cl clients, pol Policy, seed int, starts []time.Duration, serve func() func(i int, at time.Duration) *http.Response) {
-	paths := make([]string, len(starts))
+// addOn is add with the group's requests sent through cl, each to its
+// path, all to one when paths is nil (see saysRunOn).
+func (g *groupTally) addOn(t *testing.T, cl clients, pol Policy, seed int, starts []time.Duration, paths []string, serve func() func(i int, at time.Duration) *http.Response) {
+	if paths == nil {
+		paths = make([]string, len(starts))
+	}
 	on := saysRunOn(t, cl, StormControl{}, pol, uint64(seed), starts, paths, serve())
 	off := saysRunOn(t, cl, stormOff, pol, uint64(seed), starts, paths, serve())
 	for i := range starts {
@@ -133,7 +136,7 @@ func TestManySmallClientsDoNotTakeRandomFailuresForAnOutage(t *testing.T) {
 				fails[i] = append(fails[i], r.Float64() < 0.6)
 			}
 		}
-		g.addOn(t, clients{n: 5 + r.IntN(200)}, pol, seed, starts, byAttempt(len(starts), func(i, k int, _ time.Duration) *http.Response {
+		g.addOn(t, clients{n: 5 + r.IntN(200)}, pol, seed, starts, nil, byAttempt(len(starts), func(i, k int, _ time.Duration) *http.Response {
 			if fails[i][k] {
 				return response(503, "busy")
 			}
@@ -306,7 +309,7 @@ func TestSkippedStepsTakeAsLongAsASlowOnRetry(t *testing.T) {
 		for i := range n {
 			starts[i] = time.Duration(r.Int64N(int64(upAt)))
 		}
-		g.addOn(t, clients{n: 1, onRetry: onRetry}, pol, seed, starts, func() func(int, time.Duration) *http.Response {
+		g.addOn(t, clients{n: 1, onRetry: onRetry}, pol, seed, starts, nil, func() func(int, time.Duration) *http.Response {
 			return func(_ int, at time.Duration) *http.Response {
 				if at < upAt {
 					return response(503, "down")
@@ -318,5 +321,45 @@ func TestSkippedStepsTakeAsLongAsASlowOnRetry(t *testing.T) {
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*100 > g.rescued {
 		t.Errorf("storm control lost %d of plain backoff's %d rescues to a slow OnRetry", g.lost, g.rescued)
+	}
+}
+
+// TestEndpointBesideADeadOneKeepsItsRescues: groups of 4 to 43 requests
+// to one host, some to an endpoint that fails half its attempts at
+// random, the rest to one that is down, the same attempts on and off.
+// The dead endpoint's failures made the host look down, and the other
+// endpoint's retries were held and skipped steps that would have been
+// answered: 75 of 2,560 rescues lost in these 300 groups. A path that
+// answered lately, and has not failed 16 attempts since, is not down for
+// its requests (see host.pathAnswers): 22.
+func TestEndpointBesideADeadOneKeepsItsRescues(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	r := rand.New(rand.NewPCG(93, 94))
+	var g groupTally
+	for seed := range propertySeeds(300) {
+		base := time.Duration(5+r.IntN(100)) * time.Millisecond
+		pol := Policy{MaxRetries: 2 + r.IntN(6), BaseDelay: base, MaxDelay: base * time.Duration(2+r.IntN(10)), Jitter: Jitter(r.IntN(4))}
+		n, live := 4+r.IntN(40), 0.1+0.5*r.Float64()
+		span := time.Duration(100+r.IntN(4000)) * time.Millisecond
+		starts, paths, fails := make([]time.Duration, n), make([]string, n), make([][]bool, n)
+		for i := range n {
+			starts[i], paths[i] = time.Duration(r.Int64N(int64(span))), "dead"
+			if r.Float64() < live {
+				paths[i] = "live"
+			}
+			for range 1 + pol.retries() {
+				fails[i] = append(fails[i], paths[i] == "dead" || r.Float64() < 0.5)
+			}
+		}
+		g.addOn(t, clients{n: 1}, pol, seed, starts, paths, byAttempt(n, func(i, k int, _ time.Duration) *http.Response {
+			if fails[i][k] {
+				return response(503, "down")
+			}
+			return response(200, "ok")
+		}))
+	}
+	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
+	if g.lost*60 > g.rescued {
+		t.Errorf("storm control lost %d of plain backoff's %d rescues beside a dead endpoint", g.lost, g.rescued)
 	}
 }

@@ -39,6 +39,9 @@ const (
 	// retryAfterGrain: how finely a Retry-After names a moment, an HTTP date or a delay in whole seconds.
 	// 4 goroutines on a rate limit, dates read against Date headers: 102 of 1,200 rescues lost at 0, none at 1 s.
 	retryAfterGrain = time.Second
+	// pathsKept: the paths that answered last that a host keeps (see pathAnswers).
+	// A dead endpoint beside 3 live ones: 38 of 2,338 rescues lost (58 at 1, 43 at 2, 38 at 8, 76 without).
+	pathsKept = 4
 )
 
 // hostSet holds the state of the hosts that have requests retrying now;
@@ -80,10 +83,42 @@ type host struct {
 	pace                time.Duration         // the wait after the latest failed probe
 	probedAt            time.Time             // when the line's latest probe went
 	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
+	paths               [pathsKept]pathRun    // the paths that answered last, newest first
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
+
+// pathRun is a path that answered (ok), and its attempts failed since.
+type pathRun struct {
+	path string
+	run  int
+	ok   bool
+}
+
+// pathAt returns the index of path in h.paths, or -1. h.mu is held.
+func (h *host) pathAt(path string) int {
+	return slices.IndexFunc(h.paths[:], func(p pathRun) bool { return p.ok && p.path == path })
+}
+
+// pathAnswers reports whether m's path answers though the host may look
+// down: it answered lately and has not failed downAfter attempts since.
+// On a host with one path it is never so while the host is down. h.mu is held.
+func (h *host) pathAnswers(m *member) bool {
+	i := h.pathAt(m.path)
+	return i >= 0 && h.paths[i].run < downAfter
+}
+
+// pathAnswered puts path first among those kept, its run at zero; the
+// oldest kept goes when it was not among them. h.mu is held.
+func (h *host) pathAnswered(path string) {
+	i := h.pathAt(path)
+	if i < 0 {
+		i = len(h.paths) - 1
+	}
+	copy(h.paths[1:i+1], h.paths[:i])
+	h.paths[0] = pathRun{path: path, ok: true}
+}
 
 // failed records f, a retryable failure of m's request to the named host,
 // m joining its retrying requests on the first.
@@ -123,6 +158,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.outageStart = f.at
 	}
 	h.run, h.streak = h.run+1, 0
+	if i := h.pathAt(f.path); i >= 0 {
+		h.paths[i].run++
+	}
 	m.toldIn = time.Time{}
 	if f.floor > 0 && h.down() { // a hold for it, while this outage lasts (rule 1)
 		m.toldIn = h.outageStart
@@ -158,7 +196,7 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 // answered records that the named host answered a request (m is nil when
 // it never failed). A host without state costs one atomic load; a nil set
 // (the gate off), none.
-func (s *hostSet) answered(name string, m *member, first bool) {
+func (s *hostSet) answered(name, path string, m *member, first bool) {
 	var h *host
 	switch {
 	case s == nil:
@@ -170,15 +208,16 @@ func (s *hostSet) answered(name string, m *member, first bool) {
 		h, _ = v.(*host)
 	}
 	if h != nil {
-		h.answered(time.Now(), m, first, s.share)
+		h.answered(time.Now(), path, m, first, s.share)
 	}
 }
 
 // answered records at now an answer: it earns the line share of a
 // release, and the share, up to full, grows back (rule 4).
-func (h *host) answered(now time.Time, m *member, first bool, full float64) {
+func (h *host) answered(now time.Time, path string, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.pathAnswered(path)
 	back, news := h.down(), h.streak == 0
 	if back {
 		h.backAt, h.lastDown = now, h.downSeen

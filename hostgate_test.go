@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -71,7 +72,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 	}{
 		{"others fail, host silent, fresh requests coming: held", func(*hostSet, []*member) {}, 5, false},
 		{"the host answered since: its failures are noise", func(s *hostSet, ms []*member) {
-			ms[0].h.answered(at(5), nil, true, s.share)
+			ms[0].h.answered(at(5), "", nil, true, s.share)
 		}, 5, true},
 		{"fresh requests stopped: the oldest held probes", func(*hostSet, []*member) {}, 10_000, true},
 	} {
@@ -119,7 +120,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	}
 	// It answered: the host is up, and the answer to a retry from the
 	// line earns its place back, so the next held goes at once.
-	h.answered(next, ms[1], false, s.share)
+	h.answered(next, "", ms[1], false, s.share)
 	if send, _ := h.poll(ms[2], next, false, false); !send || !ms[2].fromLine {
 		t.Errorf("after the probe's answer: send %v; want the next held released in its place", send)
 	}
@@ -174,7 +175,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	}
 	var got []int
 	for i := range 13 {
-		h.answered(at(20+i), nil, true, s.share)
+		h.answered(at(20+i), "", nil, true, s.share)
 		got = append(got, released())
 	}
 	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}
@@ -211,8 +212,8 @@ func TestGateHoldsARetryToldToWaitWhileDown(t *testing.T) {
 		if !says {
 			continue
 		}
-		h.answered(at(1100), nil, true, s.share)
-		h.answered(at(1101), nil, true, s.share)
+		h.answered(at(1100), "", nil, true, s.share)
+		h.answered(at(1101), "", nil, true, s.share)
 		if !a.released {
 			t.Error("the host answered twice at full share: the oldest held was not released")
 		}
@@ -255,7 +256,7 @@ func TestGateNudgesTheHeldAnEventMayLetGo(t *testing.T) {
 		want  []bool // ms[1], ms[2] nudged
 	}{
 		{"an answer that ends an outage: every held retry", nil, func(s *hostSet, h *host, _ []*member) {
-			h.answered(at(6), nil, true, s.share)
+			h.answered(at(6), "", nil, true, s.share)
 		}, []bool{true, true}},
 		{"a release: the next oldest, which may now probe", nil, func(_ *hostSet, h *host, _ []*member) {
 			h.credit = 1
@@ -338,7 +339,7 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 		t.Errorf("after every request left: active %d, map %d; want nothing kept", s.active.Load(), len(s.snapshot()))
 	}
 	// A request to the host that never failed finds nothing to update.
-	s.answered("h", nil, true)
+	s.answered("h", "", nil, true)
 	if len(s.snapshot()) != 0 {
 		t.Error("an answer created state")
 	}
@@ -367,7 +368,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		}
 		now = next
 	}
-	h.answered(now, h.probing, false, s.share)
+	h.answered(now, "", h.probing, false, s.share)
 	if h.missed != 0 {
 		t.Errorf("after an answer, %d failed probes still counted", h.missed)
 	}
@@ -397,7 +398,7 @@ func TestGateLineGrowsOnItsOwnAnswersOnlyWhenFreshRequestsStopped(t *testing.T) 
 			h := ms[0].h
 			h.share = DefaultReleaseShare/2 - shareStep*DefaultReleaseShare // the answer grows it to an eighth
 			ms[0].fromLine, ms[1].waiting, ms[1].spare, ms[1].nextAt = true, true, true, far
-			h.answered(at(tc.at), ms[0], false, s.share)
+			h.answered(at(tc.at), "", ms[0], false, s.share)
 			if ms[1].released != tc.released || !tc.released && h.credit != DefaultReleaseShare/2 {
 				t.Errorf("next in line released %v, credit %v; want released %v", ms[1].released, h.credit, tc.released)
 			}
@@ -485,7 +486,7 @@ func failAt(s *hostSet, m *member, ms int, took time.Duration) {
 // answerAt records n answers of host "h", one ms apart from ms.
 func answerAt(s *hostSet, h *host, ms, n int) {
 	for i := range n {
-		h.answered(at(ms+i), nil, true, s.share)
+		h.answered(at(ms+i), "", nil, true, s.share)
 	}
 }
 
@@ -674,7 +675,7 @@ func TestGateRetryAfterToldWhileTheHostAnswersHoldsNothing(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	a, b := newMember(), newMember()
 	s.failed("h", b, failure{first: true, at: at(0), sent: at(0)})
-	b.h.answered(at(10), nil, true, DefaultReleaseShare) // the host is back
+	b.h.answered(at(10), "", nil, true, DefaultReleaseShare) // the host is back
 	told := failure{first: true, at: at(30), sent: at(20), floor: time.Second}
 	s.failed("h", b, told)
 	s.failed("h", a, told)
@@ -715,5 +716,60 @@ func TestFlowOfFreshRequestsEndsByHowRegularItWas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAPathThatAnswersIsNotDownForItsRequests: one endpoint of a host is
+// down, another answers. The dead one's failures make the host look down;
+// a request to the other is held only until its path has answered (a
+// held one's step then goes), and again once that path has failed
+// downAfter attempts in a row, or once
+// pathsKept other paths have answered since. A host with one path is down
+// for it as before (see pathAnswers).
+func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	live, dead := newMember(), newMember()
+	fail := func(m *member, path string, from, n int) {
+		for i := range n {
+			s.failed("h", m, failure{first: i == 0, at: at(from + i), sent: at(from + i), path: path})
+		}
+	}
+	fail(live, "/live", 0, 1)
+	fail(dead, "/dead", 1, downAfter)
+	h := live.h
+	if !h.ask(live, false, at(40)) {
+		t.Fatal("a request whose path never answered went while the host was down")
+	}
+	h.enqueue(live, place{nextAt: far, spare: true})
+	h.answered(at(41), "/live", nil, true, s.share)
+	fail(dead, "/dead", 42, downAfter)
+	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(79) // fresh requests coming: no probe
+	if send, _ := h.poll(live, at(80), true, false); !send {
+		t.Error("a held request's step did not go once its path answered, the host down")
+	}
+	if h.ask(live, false, at(80)) {
+		t.Error("a request to a path that answered since was held for another path's outage")
+	}
+	if !h.ask(dead, false, at(80)) {
+		t.Error("a request to the dead path went while the host was down")
+	}
+	fail(live, "/live", 81, downAfter)
+	if !h.ask(live, false, at(120)) {
+		t.Errorf("a path that failed %d attempts in a row since its answer was not down", downAfter)
+	}
+
+	h.answered(at(121), "/live", nil, true, s.share)
+	for i := range pathsKept {
+		h.answered(at(122+i), "/other"+strconv.Itoa(i), nil, true, s.share)
+	}
+	fail(dead, "/dead", 130, downAfter)
+	if !h.ask(live, false, at(170)) {
+		t.Errorf("a path that %d others answered after was still taken for answering", pathsKept)
+	}
+
+	h.answered(at(171), "/dead", nil, true, s.share) // one path: its answer is the host's
+	fail(dead, "/dead", 172, downAfter)
+	if !h.ask(dead, false, at(210)) {
+		t.Error("a path that answered and then failed as the whole host did was not down")
 	}
 }

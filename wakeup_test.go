@@ -63,7 +63,7 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 	h.members = []*member{a, b}
 	end := t0.Add(100 * time.Millisecond)
 	h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true, ownWait: true, notBefore: end})
-	h.answered(t0.Add(10*time.Millisecond), nil, true, 1) // a whole release
+	h.answered(t0.Add(10*time.Millisecond), "", nil, true, 1) // a whole release
 	send, wake := h.poll(a, t0.Add(10*time.Millisecond), false, false)
 	if send {
 		t.Fatal("A went before its Retry-After ended")
@@ -92,7 +92,7 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 		t.Fatal("setup: the host should not be down")
 	}
 	at := t0.Add(20 * time.Millisecond)
-	h.answered(at, nil, false, 0.25)
+	h.answered(at, "", nil, false, 0.25)
 	if !nudged(a) {
 		t.Fatal("the answer that put A in grace did not wake it")
 	}
@@ -137,7 +137,7 @@ func TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern(t *testing.T) {
 		now = now.Add(time.Millisecond)
 		s.failed("x", fresh, failure{first: true, at: now, sent: now.Add(-time.Millisecond)})
 		now = now.Add(time.Millisecond)
-		h.answered(now, nil, true, 0.25)
+		h.answered(now, "", nil, true, 0.25)
 		wakes += woken()
 	}
 	if wakes > turns {
