@@ -139,21 +139,8 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)
 	}
-	m.fromLine, m.floor, m.floorAt, m.waitedLine = false, f.floor, time.Time{}, false
-	if f.dated {
-		m.floorAt = f.at.Add(f.floor)
-	}
-	h.says.note(m, f.floor > 0)
-	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
-		end := f.at.Add(f.floor)
-		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
-		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
-		h.named = laterOf(h.named, end)
-	}
-	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at // what its path's held steps read (see toldOnPath)
-	if f.overCap {                                     // never waited, so it times no step
-		m.heeded = 0
-	}
+	m.fromLine, m.waitedLine = false, false
+	h.told(m, f, sent)
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at
 	}
@@ -173,6 +160,29 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.releasedSinceHalved { // halved once per release, as TCP once per round trip (rule 4)
 		h.share, h.releasedSinceHalved = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
+	}
+}
+
+// told records what f's Retry-After, if any, tells of the host: m's
+// floor, and its moment when it names a date; whether the host's failures
+// say one; whether the moments they name are a rate window's ends (see
+// host.windows); and what m's path's held steps read (see toldOnPath).
+// sent is when f's attempt went. h.mu is held.
+func (h *host) told(m *member, f failure, sent time.Time) {
+	m.floor, m.floorAt = f.floor, time.Time{}
+	if f.dated {
+		m.floorAt = f.at.Add(f.floor)
+	}
+	h.says.note(m, f.floor > 0)
+	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
+		end := f.at.Add(f.floor)
+		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
+		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
+		h.named = laterOf(h.named, end)
+	}
+	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at
+	if f.overCap { // never waited, so it times no step
+		m.heeded = 0
 	}
 }
 
