@@ -758,12 +758,23 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 		t.Errorf("a path that failed %d attempts in a row since its answer was not down", downAfter)
 	}
 
+	// Kept newest first: a path that answers again goes first, so that
+	// pathsKept-1 others answering since (and one more before) keep it.
 	h.answered(at(121), "/live", nil, true, s.share)
-	for i := range pathsKept {
+	for i := range pathsKept - 1 {
 		h.answered(at(122+i), "/other"+strconv.Itoa(i), nil, true, s.share)
 	}
+	h.answered(at(126), "/live", nil, true, s.share)
+	h.answered(at(127), "/next", nil, true, s.share)
 	fail(dead, "/dead", 130, downAfter)
-	if !h.ask(live, false, at(170)) {
+	if h.ask(live, false, at(150)) {
+		t.Errorf("a path that answered again was dropped before %d older ones", pathsKept-1)
+	}
+	for i := range pathsKept - 1 {
+		h.answered(at(151+i), "/later"+strconv.Itoa(i), nil, true, s.share)
+	}
+	fail(dead, "/dead", 160, downAfter)
+	if !h.ask(live, false, at(180)) {
 		t.Errorf("a path that %d others answered after was still taken for answering", pathsKept)
 	}
 
