@@ -40,7 +40,7 @@ const (
 	// 4 goroutines on a rate limit, dates read against Date headers: 102 of 1,200 rescues lost at 0, none at 1 s.
 	retryAfterGrain = time.Second
 	// pathsKept: the paths that answered last that a host keeps (see pathAnswers).
-	// A dead endpoint beside 3 live ones: 38 of 2,338 rescues lost (58 at 1, 43 at 2, 38 at 8, 76 without).
+	// A dead endpoint beside 3 live ones, 300 drawn groups: 38 of 2,338 rescues lost (58 at 1, 43 at 2, 38 at 8, 76 without).
 	pathsKept = 4
 )
 
