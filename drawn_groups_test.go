@@ -65,6 +65,17 @@ func byAttempt(n int, answer func(i, k int, at time.Duration) *http.Response) fu
 	}
 }
 
+// byFails returns a server factory whose answer to request i's k-th
+// attempt is 503 when fails[i][k], 200 otherwise.
+func byFails(fails [][]bool) func() func(i int, at time.Duration) *http.Response {
+	return byAttempt(len(fails), func(i, k int, _ time.Duration) *http.Response {
+		if fails[i][k] {
+			return response(503, "busy")
+		}
+		return response(200, "ok")
+	})
+}
+
 // TestRandomFailuresAreNotTakenForAnOutage: groups of 20 to 220 requests
 // on a host that fails each attempt at random, 60% of them, the same
 // attempts on and off (each request's k-th attempt fails on both or on
@@ -92,12 +103,7 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 				fails[i] = append(fails[i], r.Float64() < 0.6)
 			}
 		}
-		g.add(t, pol, seed, starts, byAttempt(n, func(i, k int, _ time.Duration) *http.Response {
-			if fails[i][k] {
-				return response(503, "busy")
-			}
-			return response(200, "ok")
-		}))
+		g.add(t, pol, seed, starts, byFails(fails))
 	}
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*2000 > g.rescued {
@@ -136,12 +142,7 @@ func TestManySmallClientsDoNotTakeRandomFailuresForAnOutage(t *testing.T) {
 				fails[i] = append(fails[i], r.Float64() < 0.6)
 			}
 		}
-		g.addOn(t, clients{n: 5 + r.IntN(200)}, pol, seed, starts, nil, byAttempt(len(starts), func(i, k int, _ time.Duration) *http.Response {
-			if fails[i][k] {
-				return response(503, "busy")
-			}
-			return response(200, "ok")
-		}))
+		g.addOn(t, clients{n: 5 + r.IntN(200)}, pol, seed, starts, nil, byFails(fails))
 	}
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*1000 > g.rescued { // 1 or 2 lost of 7,753 from run to run; 21 with proof at 8
@@ -351,12 +352,7 @@ func TestEndpointBesideADeadOneKeepsItsRescues(t *testing.T) {
 				fails[i] = append(fails[i], paths[i] == "dead" || r.Float64() < 0.5)
 			}
 		}
-		g.addOn(t, clients{n: 1}, pol, seed, starts, paths, byAttempt(n, func(i, k int, _ time.Duration) *http.Response {
-			if fails[i][k] {
-				return response(503, "down")
-			}
-			return response(200, "ok")
-		}))
+		g.addOn(t, clients{n: 1}, pol, seed, starts, paths, byFails(fails))
 	}
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*60 > g.rescued {
