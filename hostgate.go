@@ -203,8 +203,8 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 	m.h.mu.Unlock()
 }
 
-// answered records that the named host answered a request (m is nil when
-// it never failed). A host without state costs one atomic load; a nil set
+// answered records that the named host answered a request to path (m is
+// nil when it never failed). A host without state costs one atomic load; a nil set
 // (the gate off), none.
 func (s *hostSet) answered(name, path string, m *member, first bool) {
 	var h *host
@@ -222,8 +222,9 @@ func (s *hostSet) answered(name, path string, m *member, first bool) {
 	}
 }
 
-// answered records at now an answer: it earns the line share of a
-// release, and the share, up to full, grows back (rule 4).
+// answered records at now an answer to path: it earns the line share of
+// a release, the share, up to full, grows back (rule 4), and the path is
+// kept as one that answers (see pathAnswers).
 func (h *host) answered(now time.Time, path string, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
