@@ -17,9 +17,13 @@ import (
 
 // groupTally counts, over drawn groups, the requests plain backoff
 // rescues, those storm control rescues, and those it loses of the first;
-// the attempts sent with storm control on and off; and the requests that
-// fail both ways but end later with storm control.
-type groupTally struct{ rescued, onRescued, lost, onSent, offSent, laterFailed int }
+// the attempts sent with storm control on and off; the requests that
+// fail both ways but end later with storm control; and how long the
+// requests rescued both ways took in all, on and off.
+type groupTally struct {
+	rescued, onRescued, lost, onSent, offSent, laterFailed int
+	onTook, offTook                                        time.Duration
+}
 
 // add runs one group on and off (see saysRun), each run with a server
 // from serve, and counts it.
@@ -45,6 +49,9 @@ func (g *groupTally) addOn(t *testing.T, cl clients, pol Policy, seed int, start
 		}
 		if on[i].code == 200 {
 			g.onRescued++
+		}
+		if on[i].code == 200 && off[i].code == 200 {
+			g.onTook, g.offTook = g.onTook+on[i].end, g.offTook+off[i].end
 		}
 		if on[i].code != 200 && off[i].code != 200 && on[i].end > off[i].end {
 			g.laterFailed++
@@ -357,5 +364,45 @@ func TestEndpointBesideADeadOneKeepsItsRescues(t *testing.T) {
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*60 > g.rescued {
 		t.Errorf("storm control lost %d of plain backoff's %d rescues beside a dead endpoint", g.lost, g.rescued)
+	}
+}
+
+// TestPathBesideADeadEndpointIsFoundBack: groups of 1 to 30 requests to
+// an endpoint that is down until a drawn moment, never having answered,
+// sent beside a steady flow of requests to one that is always down, the
+// same attempts on and off. The dead endpoint's failures kept the host
+// down, and the other endpoint's held retries skipped their steps until
+// their last, long after it was back: in these 80 groups, none of plain
+// backoff's 1,107 rescues was lost, but they took 3.27x as long in all.
+// The dead endpoint's failures and fresh requests now tell nothing of the
+// other's path (see host.besideFailingPath), and a step goes once its own
+// path has answered: 1.07x.
+func TestPathBesideADeadEndpointIsFoundBack(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	r := rand.New(rand.NewPCG(95, 96))
+	var g groupTally
+	for seed := range propertySeeds(80) {
+		pol := Policy{MaxRetries: 3 + r.IntN(5), Jitter: Jitter(r.IntN(4))}
+		blips, dead, upAt := 1+r.IntN(30), 20+r.IntN(40), time.Duration(200+r.IntN(1500))*time.Millisecond
+		starts, paths := make([]time.Duration, blips+dead), make([]string, blips+dead)
+		for i := range starts {
+			starts[i], paths[i] = time.Duration(r.Int64N(int64(3*time.Second))), "dead"
+			if i < blips {
+				starts[i], paths[i] = 100*time.Millisecond+time.Duration(r.Int64N(int64(upAt/2))), "blip"
+			}
+		}
+		g.addOn(t, clients{n: 1}, pol, seed, starts, paths, func() func(int, time.Duration) *http.Response {
+			return func(i int, at time.Duration) *http.Response {
+				if i >= blips || at < upAt {
+					return response(503, "down")
+				}
+				return response(200, "ok")
+			}
+		})
+	}
+	ratio := float64(g.onTook) / float64(g.offTook)
+	t.Logf("storm control lost %d of plain backoff's %d rescues; the rest took %.2fx as long", g.lost, g.rescued, ratio)
+	if g.lost*100 > g.rescued || ratio > 1.15 {
+		t.Errorf("beside a dead endpoint, storm control lost %d of plain backoff's %d rescues, and the rest took %.2fx as long", g.lost, g.rescued, ratio)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,6 +40,7 @@ type fleetScenario struct {
 	retryAfter bool
 	latency    time.Duration // of every attempt
 	flap       time.Duration // when set, the host is also down in every other flap-long interval, the first included
+	ids        bool          // each request's path carries an ID of its own, as a REST API's do
 	policy     Policy
 	seed       uint64
 }
@@ -163,6 +166,7 @@ func simulate(sc fleetScenario, newClient func(base http.RoundTripper) http.Roun
 	srv := newSimServer(sc)
 	var mu sync.Mutex
 	var reqs []simRequest
+	var ids atomic.Int64
 	do := func(rt http.RoundTripper) {
 		start := time.Since(srv.start)
 		srv.mu.Lock()
@@ -174,7 +178,11 @@ func simulate(sc fleetScenario, newClient func(base http.RoundTripper) http.Roun
 			ctx, cancel = context.WithTimeout(ctx, sc.timeout)
 			defer cancel()
 		}
-		req := httptest.NewRequest("GET", "http://storm/", nil).WithContext(ctx)
+		url := "http://storm/"
+		if sc.ids {
+			url += strconv.FormatInt(ids.Add(1), 10)
+		}
+		req := httptest.NewRequest("GET", url, nil).WithContext(ctx)
 		resp, err := rt.RoundTrip(req)
 		ok := false
 		if err == nil {

@@ -84,6 +84,8 @@ type host struct {
 	probedAt            time.Time             // when the line's latest probe went
 	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
 	paths               [pathsKept]pathRun    // the paths that answered last, newest first
+	failing, wasFailing pathRun               // the path of the latest failed attempt and its failures in a row, and the path before it (see besideFailingPath)
+	failPathFrom        time.Time             // when the latest failure on another path than failing's went, or later
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 }
 
@@ -107,6 +109,13 @@ func (h *host) pathAt(path string) int {
 func (h *host) pathAnswers(m *member) bool {
 	i := h.pathAt(m.path)
 	return i >= 0 && h.paths[i].run < downAfter
+}
+
+// pathAnsweredLast reports whether m's path answered after its latest
+// failure. h.mu is held.
+func (h *host) pathAnsweredLast(m *member) bool {
+	i := h.pathAt(m.path)
+	return i >= 0 && h.paths[i].run == 0
 }
 
 // pathAnswered puts path first among those kept, its run at zero; the
@@ -134,7 +143,15 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.took.note(took)
 		m.took.note(took)
 	}
-	sent := cmp.Or(f.sent, f.at) // what the failure tells of: the host when the attempt went
+	sent := cmp.Or(f.sent, f.at)  // what the failure tells of: the host when the attempt went
+	if f.path != h.failing.path { // the failures before it were on another path
+		next := pathRun{path: f.path}
+		if f.path == h.wasFailing.path {
+			next = h.wasFailing
+		}
+		h.failing, h.wasFailing, h.failPathFrom = next, h.failing, h.downSeen
+	}
+	h.failing.run++
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
 	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer h.nudgeFirst(f.at)

@@ -784,3 +784,54 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 		t.Error("a path that answered and then failed as the whole host did was not down")
 	}
 }
+
+// TestAStepBesideAFailingPathReadsItsOwnPathsNews: one endpoint of a host
+// keeps failing, another, which has never answered, is down for a while.
+// A held request to the second goes at a step when every failure since
+// its news was the first endpoint's, fresh requests coming or not; it
+// skips the step once a request to its own path has failed since. On a
+// host with one path, the same failures skip the step as before.
+func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	blip, other, dead := newMember(), newMember(), newMember()
+	fail := func(m *member, path string, from, n int) {
+		for i := range n {
+			s.failed("h", m, failure{first: i == 0, at: at(from + i), sent: at(from + i), path: path})
+		}
+	}
+	fail(blip, "/blip", 0, 1)
+	fail(other, "/blip", 1, 1)
+	fail(dead, "/dead", 2, downAfter)
+	h := blip.h
+	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39) // fresh requests coming
+	if !h.ask(blip, false, at(40)) {
+		t.Fatal("arrangement: a request whose path never answered went while the host was down")
+	}
+	h.enqueue(blip, place{nextAt: far, spare: true})
+	if send, _ := h.poll(blip, at(40), true, false); !send {
+		t.Error("a held step skipped for failures of another path only")
+	}
+	fail(blip, "/blip", 41, 1)
+	h.enqueue(blip, place{nextAt: far, spare: true})
+	fail(other, "/blip", 42, 1)
+	fail(dead, "/dead", 43, 3)
+	if send, _ := h.poll(blip, at(60), true, false); send {
+		t.Error("a held step went though another request to its path failed since its news")
+	}
+	if send, _ := h.poll(blip, at(80), true, false); !send {
+		t.Error("a held step skipped for failures of another path only, a step after one of its own path")
+	}
+
+	one := newHostSet(DefaultReleaseShare)
+	a, b := newMember(), newMember()
+	one.failed("h", a, failure{first: true, at: at(0), sent: at(0), path: "/x"})
+	for i := range downAfter {
+		one.failed("h", b, failure{first: i == 0, at: at(1 + i), sent: at(1 + i), path: "/x"})
+	}
+	ha := a.h
+	ha.gaps, ha.gap, ha.gapDev, ha.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39)
+	ha.enqueue(a, place{nextAt: far, spare: true})
+	if send, _ := ha.poll(a, at(40), true, false); send {
+		t.Error("on a host with one path, a held step went though others failed since its news")
+	}
+}

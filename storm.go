@@ -27,17 +27,21 @@ const DefaultReleaseShare = 0.25
 // told the request to wait out the outage under way (not one that has
 // named a rate window's end); then it is held. A held request keeps its
 // own backoff's steps, drawn as plain backoff draws them: at each it goes
-// if the host may be back (its latest outcome is an answer, though at the
-// first step after one not if the request's Retry-After may have named the
-// host's return; or its path answers, as above; or, while no fresh
-// requests come, no failure is newer than the request's own news of it) or
-// if the step is its last, and otherwise skips the step, counted as an
-// attempt that failed. Between steps it waits in the host's line, which
-// the host's answers empty, oldest first, at a pace that grows with
-// answers and halves on failures, as TCP's window (see ReleaseShare);
-// while no fresh requests reach the host (or, while they are few, once a
-// moment a Retry-After named has come), the line sends its oldest held
-// retry alone, now and then, as a probe paced as a backoff.
+// if the host may be back (its latest outcome, or its path's, is an
+// answer, though at the first step after one not if the request's
+// Retry-After may have named the host's return; or its path answers, as
+// above; or, while no fresh requests come, no failure is newer than the
+// request's own news of it) or if the step is its last, and otherwise
+// skips the step, counted as an attempt that failed. Between steps it
+// waits in the host's line, which the host's answers empty, oldest first,
+// at a pace that grows with answers and halves on failures, as TCP's
+// window (see ReleaseShare); while no fresh requests reach the host (or,
+// while they are few, once a moment a Retry-After named has come), the
+// line sends its oldest held retry alone, now and then, as a probe paced
+// as a backoff. When the host's latest failures are on another path that
+// keeps failing (2 in a row, whatever the request's own path said between),
+// neither they nor fresh requests tell of the request's path: its news is
+// the latest failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the time

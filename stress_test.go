@@ -354,9 +354,9 @@ func lostWakeups(trs []*Transport) (out []string) {
 					out = append(out, tag+": credit unused")
 				}
 			}
-			due := !h.flowing(now) && !now.Before(h.probeAt()) || h.momentCame(now, h.pendingMoment())
-			if due && h.probing == nil {
-				if f := h.firstWaiting(now); f != nil {
+			if f := h.firstWaiting(now); f != nil && h.probing == nil {
+				due := (!h.flowing(now) || h.besideFailingPath(f)) && !now.Before(h.probeAt(f)) || h.momentCame(now, h.pendingMoment())
+				if due {
 					var b strings.Builder
 					for _, m := range h.members {
 						fmt.Fprintf(&b, " [waiting %v ownWait %v spare %v nextAt %v took %v]", m.waiting, m.ownWait, m.spare, m.nextAt.Format("05.000000"), m.took.avg)
