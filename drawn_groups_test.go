@@ -1,11 +1,14 @@
 package httpretry
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -404,5 +407,66 @@ func TestPathBesideADeadEndpointIsFoundBack(t *testing.T) {
 	t.Logf("storm control lost %d of plain backoff's %d rescues; the rest took %.2fx as long", g.lost, g.rescued, ratio)
 	if g.lost*100 > g.rescued || ratio > 1.15 {
 		t.Errorf("beside a dead endpoint, storm control lost %d of plain backoff's %d rescues, and the rest took %.2fx as long", g.lost, g.rescued, ratio)
+	}
+}
+
+// TestFirstCallsBesideADeadEndpointAreNotHeld: 10 goroutines call a dead
+// endpoint of a host, 5 calls each, and 2 call another whose every call's
+// first attempt fails and whose retry is answered. The second endpoint's
+// path had not answered when its first call failed, so its retry was
+// held for the dead endpoint's outage: calls up to 3.7 s, 1.6-8.5 s in
+// all per seed, against plain backoff's 0.2 s and 0.8-1.3 s. Beside a
+// path that keeps failing its news is its own (see
+// host.besideFailingPath): as plain backoff's.
+func TestFirstCallsBesideADeadEndpointAreNotHeld(t *testing.T) {
+	run := func(c StormControl, seed uint64) (total time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			streams := newRequestStreams(seed)
+			var mu sync.Mutex
+			answered := map[string]bool{}
+			tr := &Transport{Storm: c, Random: streams.random, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(2 * time.Millisecond) // virtual
+				mu.Lock()
+				defer mu.Unlock()
+				call := r.Header.Get("X-Call")
+				if r.URL.Path == "/dead" || !answered[call] {
+					answered[call] = r.URL.Path != "/dead"
+					return response(503, "down"), nil
+				}
+				return response(200, "ok"), nil
+			})}
+			var wg sync.WaitGroup
+			for g := range 12 {
+				wg.Go(func() {
+					streams.join(uint64(g))
+					for k := range 5 {
+						path := "/dead"
+						if g >= 10 {
+							path = "/flaky"
+							time.Sleep(50 * time.Millisecond) // virtual: the dead endpoint's calls fail first
+						}
+						req := httptest.NewRequest("GET", "http://h"+path, nil)
+						req.Header.Set("X-Call", fmt.Sprint(g, "-", k))
+						start := time.Now()
+						if resp, err := tr.RoundTrip(req); err == nil {
+							resp.Body.Close()
+						}
+						if g >= 10 {
+							mu.Lock()
+							total += time.Since(start)
+							mu.Unlock()
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+		return total
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		on, off := run(StormControl{}, seed), run(stormOff, seed)
+		if float64(on) > 1.1*float64(off) {
+			t.Errorf("seed %d: the calls beside a dead endpoint took %v in all, %v with plain backoff", seed, on, off)
+		}
 	}
 }
