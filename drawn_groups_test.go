@@ -379,7 +379,7 @@ func TestEndpointBesideADeadOneKeepsItsRescues(t *testing.T) {
 // backoff's 1,107 rescues was lost, but they took 3.27x as long in all.
 // The dead endpoint's failures and fresh requests now tell nothing of the
 // other's path (see host.besideFailingPath), and a step goes once its own
-// path has answered: 1.07x.
+// path has answered: 1.13x.
 func TestPathBesideADeadEndpointIsFoundBack(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(95, 96))

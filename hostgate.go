@@ -84,7 +84,7 @@ type host struct {
 	probedAt            time.Time             // when the line's latest probe went
 	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
 	paths               [pathsKept]pathRun    // the paths that answered last, newest first
-	failing, wasFailing pathRun               // the path of the latest failed attempt and its failures in a row, and the path before it (see besideFailingPath)
+	failing             pathRun               // the path of the latest failed attempt, and its failures in a row (see besideFailingPath)
 	failPathFrom        time.Time             // when the latest failure on another path than failing's went, or later
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 }
@@ -145,11 +145,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 	sent := cmp.Or(f.sent, f.at)  // what the failure tells of: the host when the attempt went
 	if f.path != h.failing.path { // the failures before it were on another path
-		next := pathRun{path: f.path}
-		if f.path == h.wasFailing.path {
-			next = h.wasFailing
-		}
-		h.failing, h.wasFailing, h.failPathFrom = next, h.failing, h.downSeen
+		h.failing, h.failPathFrom = pathRun{path: f.path}, h.downSeen
 	}
 	h.failing.run++
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)

@@ -799,11 +799,12 @@ func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
 			s.failed("h", m, failure{first: i == 0, at: at(from + i), sent: at(from + i), path: path})
 		}
 	}
-	fail(blip, "/blip", 0, 1)
-	fail(other, "/blip", 1, 1)
+	fail(other, "/blip", 0, 1)
+	fail(blip, "/blip", 1, 1)
 	fail(dead, "/dead", 2, downAfter)
 	h := blip.h
 	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39) // fresh requests coming
+	h.nextProbe = far                                                                                 // steps only: no probe
 	if !h.ask(blip, false, at(40)) {
 		t.Fatal("arrangement: a request whose path never answered went while the host was down")
 	}
