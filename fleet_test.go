@@ -41,6 +41,7 @@ type fleetScenario struct {
 	latency    time.Duration // of every attempt
 	flap       time.Duration // when set, the host is also down in every other flap-long interval, the first included
 	ids        bool          // each request's path carries an ID of its own, as a REST API's do
+	paths      int64         // when over 1, requests go to that many paths in turn
 	policy     Policy
 	seed       uint64
 }
@@ -179,8 +180,11 @@ func simulate(sc fleetScenario, newClient func(base http.RoundTripper) http.Roun
 			defer cancel()
 		}
 		url := "http://storm/"
-		if sc.ids {
-			url += strconv.FormatInt(ids.Add(1), 10)
+		switch n := ids.Add(1); {
+		case sc.ids:
+			url += strconv.FormatInt(n, 10)
+		case sc.paths > 1:
+			url += strconv.FormatInt(n%sc.paths, 10)
 		}
 		req := httptest.NewRequest("GET", url, nil).WithContext(ctx)
 		resp, err := rt.RoundTrip(req)

@@ -54,10 +54,10 @@ func TestTuneFleet(t *testing.T) {
 	scenarios["rand30"] = fleetScenario{workers: 20, failRate: 0.3, duration: 15 * time.Second, latency: time.Millisecond, policy: fast, seed: 1}
 	scenarios["rand60"] = fleetScenario{workers: 8, failRate: 0.6, duration: 15 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: fast, seed: 1}
 	scenarios["rand60slow"] = fleetScenario{workers: 8, failRate: 0.6, duration: 15 * time.Second, timeout: 5 * time.Second, latency: time.Millisecond, policy: def, seed: 1}
-	for _, name := range []string{"default", "shared", "burst"} { // the same, each request's path its own
-		withIDs := scenarios[name]
-		withIDs.ids = true
-		scenarios[name+"-ids"] = withIDs
+	for _, name := range []string{"default", "shared", "burst"} { // the same, each request's path its own, or one of three
+		withIDs, threePaths := scenarios[name], scenarios[name]
+		withIDs.ids, threePaths.paths = true, 3
+		scenarios[name+"-ids"], scenarios[name+"-3paths"] = withIDs, threePaths
 	}
 	only, onlyRow := os.Getenv("HTTPRETRY_TUNE_ONLY"), os.Getenv("HTTPRETRY_TUNE_ROWS")
 	seed, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_TUNE_SEED"), 10, 64)
