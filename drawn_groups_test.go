@@ -342,7 +342,7 @@ func TestSkippedStepsTakeAsLongAsASlowOnRetry(t *testing.T) {
 // endpoint's retries were held and skipped steps that would have been
 // answered: 33 of 1,253 rescues lost in these 150 groups (75 of 2,560
 // in 300). A path that answered lately, and has not failed 16 attempts
-// since, is not down for its requests (see host.pathAnswers): 9 (22).
+// since, is not down for its requests (see host.pathFailed): 9 (22).
 func TestEndpointBesideADeadOneKeepsItsRescues(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(93, 94))

@@ -16,7 +16,7 @@ import (
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
 	cur := heldStep{from: due}
-	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, r.limited(), due) || r.lastStep(r.step(), due) {
+	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due) {
 		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
 		}
@@ -24,8 +24,6 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	}
 	st.held.Add(1)
 	defer st.held.Add(-1)
-	timer := time.NewTimer(maxDuration)
-	defer timer.Stop()
 	m.h.enqueue(m, place{limit: r.limit(), spare: true}) // a retry sent at once stands for this step: no next to be back by
 	// The step it is due at (cur) goes by the step's rules, as every later
 	// one: when it went only as a retry between steps would, groups on a
@@ -49,7 +47,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 			cur = r.nextStep(next)
 			m.h.enqueue(m, r.place(cur.at(), false))
 		default:
-			if err := m.pause(ctx, timer, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
+			if err := m.pause(ctx, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
 				return true, StopHostGate // the deadline is a hold's limit, not a failure
 			} else if err != nil {
 				return true, StopCanceled
@@ -59,21 +57,11 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	}
 }
 
-// floorFrom returns what is left, for a wait from from, of floor, the
-// Retry-After m was told last: all of it, as plain backoff's attempt at
-// from would be told it again, or, when it named a date, what is left of
-// it then, as the date is the same whoever is told it.
-func (m *member) floorFrom(floor time.Duration, from time.Time) time.Duration {
-	if m.floorAt.IsZero() {
-		return floor
-	}
-	return max(m.floorAt.Sub(from), 0)
-}
-
 // pause waits d, or until m is nudged, and returns ctx's error if it ends
 // first, m then out of line.
-func (m *member) pause(ctx context.Context, timer *time.Timer, d time.Duration) error {
-	timer.Reset(d)
+func (m *member) pause(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 		m.h.abandon(m, time.Now())
@@ -91,15 +79,13 @@ func (m *member) pause(ctx context.Context, timer *time.Timer, d time.Duration) 
 func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, stop StopReason) {
 	m := r.m
 	m.h.enqueue(m, r.place(due, true))
-	timer := time.NewTimer(maxDuration)
-	defer timer.Stop()
 	for now := time.Now(); now.Before(due); now = time.Now() {
 		send, wake := m.h.poll(m, now, false, false)
 		if send { // released by the host's answers
 			m.extra, m.left = m.extra+1, heldStep{from: due}
 			return true, StopNone
 		}
-		if err := m.pause(ctx, timer, earlierOf(wake, due).Sub(now)); err != nil {
+		if err := m.pause(ctx, earlierOf(wake, due).Sub(now)); err != nil {
 			return false, stopFor(err)
 		}
 	}
@@ -115,7 +101,7 @@ type ownSteps struct {
 	inLine  bool          // it was held: it waits in line, where the host's answers may let it go before its steps
 	ahead   [4]float64    // random values drawn ahead, used first (see stepWait)
 	nAhead  int           // how many
-	untimed int           // the steps skipped before any of its attempts was timed (see catchUp)
+	untimed int           // the steps skipped before any of its attempts was timed (see heldWait)
 	until   time.Time     // when the wait before its next retry ends, when a step sets it; it waits r.floor at least
 	drift   time.Duration // how far its steps run ahead of plain backoff's (which drained the attempts they skipped, or waited a Retry-After from the step), or behind
 	late    time.Duration // how late the step its latest attempt stood for went; negative when early
@@ -140,21 +126,21 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // which waits at least a Retry-After while the host still says one (see
 // skipTimes.floor).
 func (r *retrier) nextStep(at time.Time) heldStep {
-	skip, took := r.m.h.skipTime(r.m), r.m.took // m.took: see catchUp
+	skip, took := r.m.h.skipTime(r.m), r.m.took // m.took: see heldWait
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
 	if !took.timed {
 		r.m.untimed++
 	}
-	s := r.stepFrom(0, at.Add(time.Duration(r.st.announced.Load())+took.avg+skip.stepDrain), skip, true)
+	s := r.stepFrom(r.step(), at.Add(time.Duration(r.st.announced.Load())+took.avg+skip.stepDrain), skip, true)
 	r.prev = s.at().Sub(s.from)
 	return s
 }
 
-// stepFrom returns the step of retry k (0: the next) that comes after
-// from: its own backoff, drawn ahead unless take (see stepWait), and a
-// floor of skip's Retry-After, or longer, until the window's end the host
-// named (see skipTimes.named): a zero or past one leaves the floor, as it
-// subtracts to no more than zero.
+// stepFrom returns the step of retry k that comes after from: its own
+// backoff, drawn ahead unless take (see stepWait), and a floor of skip's
+// Retry-After, or longer, until the window's end the host named (see
+// skipTimes.named): a zero or past one leaves the floor, as it subtracts
+// to no more than zero.
 func (r *retrier) stepFrom(k int, from time.Time, skip skipTimes, take bool) heldStep {
 	floor := max(skip.floor, skip.named.Sub(from))
 	own, u := r.stepWait(k, floor, take)
@@ -174,7 +160,7 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 	if k >= r.pol.retries() || !replayable(r.req, r.t.RetryAllMethods) {
 		return true
 	}
-	if !r.limited() {
+	if r.limit().IsZero() {
 		return false
 	}
 	skip := r.m.h.skipTime(r.m)
@@ -187,18 +173,33 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 // it left to come (its own backoff from now when the retry was still out
 // at it), re-timed by the Retry-After it was told, or none, and no earlier
 // than that Retry-After's end; after a step that went early,
-// its attempts not yet timed (see catchUp), and was the last plain
+// its attempts not yet timed (see early below), and was the last plain
 // backoff sends, until plain backoff sends it, as it goes again then.
 // Otherwise a retry between steps told a Retry-After that outlasts the
 // step stood for it, unless that step is its last, and the steps after
 // one that went early or late are put off or brought forward by as much
 // (see plan).
 func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait time.Duration, stop StopReason, set bool) {
-	early := r.catchUp()
+	// early: how much later than its own steps plain backoff's come. Each
+	// step skipped before any of its attempts was timed stood for an
+	// attempt that took no time; once one is, for one that took as long.
+	// It is counted once. heldWait runs after a failed retry, which was
+	// timed (see retrier.sending), so its attempts are; m.took, written only
+	// by its request's goroutine, is read without h.mu.
+	early := times(r.m.untimed, r.m.took.avg)
+	r.m.untimed = 0
 	if left := r.m.left; !left.from.IsZero() {
 		r.m.left = heldStep{}
 		left.from = left.from.Add(early)
-		left.floor = min(left.floor, r.m.floorFrom(floor, left.from)) // re-timed by what it was told; a longer one puts it off below
+		// Re-timed by what it was told (a longer one puts it off below):
+		// all of it, as plain backoff's attempt at the step would be told
+		// it again, or, when it named a date, what is left of it then, as
+		// the date is the same whoever is told it.
+		toldLeft := floor
+		if !r.m.floorAt.IsZero() {
+			toldLeft = max(r.m.floorAt.Sub(left.from), 0)
+		}
+		left.floor = min(left.floor, toldLeft)
 		if left.at().Before(now) {
 			// Still out at its step: the step waits its own backoff from
 			// the failure, as plain backoff's next waits from its attempt's
@@ -240,18 +241,6 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 	return wait, r.cutShort(now, wait), true
 }
 
-// catchUp returns how much later than the held request's own steps plain
-// backoff's come: each step skipped before any of its attempts was timed
-// stood for an attempt that took no time; once one is, for one that took
-// as long. It is counted once. Called after a failed retry, which was
-// timed (see retrier.sending), so its attempts are; m.took, written only
-// by its request's goroutine, is read without h.mu.
-func (r *retrier) catchUp() time.Duration {
-	d := times(r.m.untimed, r.m.took.avg)
-	r.m.untimed = 0
-	return d
-}
-
 // place returns where the held request waits in line for its step at
 // next: through its own backoff's wait (own), or for a step of its hold.
 func (r *retrier) place(next time.Time, own bool) place {
@@ -272,21 +261,15 @@ func (r *retrier) limit() time.Time {
 	return dl
 }
 
-// limited reports whether a deadline or MaxElapsed bounds the request.
-func (r *retrier) limited() bool { return !r.limit().IsZero() }
-
 // step returns the retry the request waits for: its attempts sent, but
 // those sent between steps, and the steps it has skipped.
 func (r *retrier) step() int { return r.m.n - r.m.extra + r.m.skipped }
 
-// stepWait returns the own backoff before retry k (0: the next) and,
-// with a floor, the random value that spreads its wait above it; a peek
-// draws them ahead, to be used in turn by the next draw, so that a held
-// request's waits use them in the order plain backoff does.
+// stepWait returns the own backoff before retry k and, with a floor, the
+// random value that spreads its wait above it; a peek draws them ahead,
+// to be used in turn by the next draw, so that a held request's waits use
+// them in the order plain backoff does.
 func (r *retrier) stepWait(k int, floor time.Duration, take bool) (own time.Duration, u float64) {
-	if k == 0 {
-		k = r.step()
-	}
 	own, used := r.pol.Delay(k, r.prev, r.drawn(0)), 1
 	if floor > 0 {
 		u, used = r.drawn(1), 2

@@ -39,7 +39,7 @@ const (
 	// retryAfterGrain: how finely a Retry-After names a moment, an HTTP date or a delay in whole seconds.
 	// 4 goroutines on a rate limit, dates read against Date headers: 102 of 1,200 rescues lost at 0, none at 1 s.
 	retryAfterGrain = time.Second
-	// pathsKept: the paths that answered last that a host keeps (see pathAnswers).
+	// pathsKept: the paths that answered last that a host keeps (see pathFailed).
 	// A dead endpoint beside 3 live ones, 300 drawn groups: 38 of 2,338 rescues lost (58 at 1, 43 at 2, 38 at 8, 76 without).
 	pathsKept = 4
 )
@@ -103,19 +103,16 @@ func (h *host) pathAt(path string) int {
 	return slices.IndexFunc(h.paths[:], func(p pathRun) bool { return p.ok && p.path == path })
 }
 
-// pathAnswers reports whether m's path answers though the host may look
-// down: it answered lately and has not failed downAfter attempts since.
-// On a host with one path it is never so while the host is down. h.mu is held.
-func (h *host) pathAnswers(m *member) bool {
-	i := h.pathAt(m.path)
-	return i >= 0 && h.paths[i].run < downAfter
-}
-
-// pathAnsweredLast reports whether m's path answered after its latest
-// failure. h.mu is held.
-func (h *host) pathAnsweredLast(m *member) bool {
-	i := h.pathAt(m.path)
-	return i >= 0 && h.paths[i].run == 0
+// pathFailed returns the attempts m's path has failed since it answered,
+// or downAfter when it has not answered lately. Zero: it answered after its
+// latest failure. Below downAfter: it answers though the host may look
+// down (on a host with one path, never so while the host is down). h.mu
+// is held.
+func (h *host) pathFailed(m *member) int {
+	if i := h.pathAt(m.path); i >= 0 {
+		return h.paths[i].run
+	}
+	return downAfter
 }
 
 // pathAnswered puts path first among those kept, its run at zero; the
@@ -237,7 +234,7 @@ func (s *hostSet) answered(name, path string, m *member, first bool) {
 
 // answered records at now an answer to path: it earns the line share of
 // a release, the share, up to full, grows back (rule 4), and the path is
-// kept as one that answers (see pathAnswers).
+// kept as one that answers (see pathFailed).
 func (h *host) answered(now time.Time, path string, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -725,7 +725,7 @@ func TestFlowOfFreshRequestsEndsByHowRegularItWas(t *testing.T) {
 // held one's step then goes), and again once that path has failed
 // downAfter attempts in a row, or once
 // pathsKept other paths have answered since. A host with one path is down
-// for it as before (see pathAnswers).
+// for it as before (see pathFailed).
 func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	live, dead := newMember(), newMember()

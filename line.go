@@ -198,10 +198,10 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	if limited && !m.took.timed && !h.took.timed {
 		return false
 	}
-	down := h.provenDown(now) && !h.pathAnswers(m)
-	singled := m.floor > 0 && !h.says.besides(m)            // a Retry-After of its own named its time, the others' latest failures none
-	told := !h.windows && m.toldIn.Equal(h.outageStart)     // an outage the host has since answered out of told it nothing of this one
-	return len(h.members) > 1 && !singled && (down || told) // else it goes at its own backoff's time, as plain backoff's would
+	down := h.provenDown(now) && h.pathFailed(m) >= downAfter // its path does not answer
+	singled := m.floor > 0 && !h.says.besides(m)              // a Retry-After of its own named its time, the others' latest failures none
+	told := !h.windows && m.toldIn.Equal(h.outageStart)       // an outage the host has since answered out of told it nothing of this one
+	return len(h.members) > 1 && !singled && (down || told)   // else it goes at its own backoff's time, as plain backoff's would
 }
 
 // enqueue puts the held m in line, at p; it does not block.
@@ -345,13 +345,13 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	if h.down() {
 		m.downStep = now
 	}
-	answered := (h.streak > 0 || h.pathAnsweredLast(m)) && !h.toldToLine(m)
+	answered := (h.streak > 0 || h.pathFailed(m) == 0) && !h.toldToLine(m)
 	m.waitedLine = m.waitedLine || h.streak > 0
 	// Its path answering counts only while the host looks down: on a host
 	// with one path it never does then, as steps going whenever the host
 	// was not down put the shared client's peak after the return at 5.5x
 	// of capacity, against 3.7x (docs/storm-control.md, rule 5).
-	return answered || stale || h.down() && h.pathAnswers(m)
+	return answered || stale || h.down() && h.pathFailed(m) < downAfter
 }
 
 // newsFor returns when the latest failed attempt that tells of m's path

@@ -171,9 +171,7 @@ func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
 		}
 		st.hosts = newHostSet(share)
 	}
-	if atomic.CompareAndSwapPointer(&t.stormPtr, old, unsafe.Pointer(st)) {
-		return st
-	}
+	atomic.CompareAndSwapPointer(&t.stormPtr, old, unsafe.Pointer(st)) // fails when a racing first request stored one first
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
@@ -236,10 +234,7 @@ func (st *stormState) takes(m *member, now time.Time) bool {
 // token taken when the budget was asked, or, when it was not (the only
 // request retrying), one it holds, if any.
 func (st *stormState) sent(m *member, now time.Time) {
-	if st.budget == nil {
-		return
-	}
-	if m.paid || st.budget.take(now) {
+	if st.budget != nil && (m.paid || st.budget.take(now)) {
 		m.paid, m.spent = false, m.spent+1
 	}
 }
