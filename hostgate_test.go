@@ -836,3 +836,31 @@ func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
 		t.Error("on a host with one path, a held step went though others failed since its news")
 	}
 }
+
+// TestTheLineProbesForAPathBesideAFailingOne: a request to a path beside
+// one that keeps failing waits in line behind an older request to the
+// failing path, fresh requests coming. They probe for the older one but
+// not for it, so it is the one that may probe: first in line for that,
+// it was left asleep behind the older one until its next step.
+func TestTheLineProbesForAPathBesideAFailingOne(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	blip, dead := newMember(), newMember()
+	s.failed("h", blip, failure{first: true, at: at(0), sent: at(0), path: "/blip"})
+	for i := range downAfter {
+		s.failed("h", dead, failure{first: i == 0, at: at(1 + i), sent: at(1 + i), path: "/dead"})
+	}
+	h := blip.h
+	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39) // fresh requests coming
+	h.members[0], h.members[1] = dead, blip                                                           // the failing path's request is the older
+	h.enqueue(dead, place{nextAt: far, spare: true})
+	h.enqueue(blip, place{nextAt: far, spare: true})
+	if send, _ := h.poll(dead, at(40), false, false); send {
+		t.Error("the failing path's request probed while fresh requests to it came")
+	}
+	if send, _ := h.poll(blip, at(40), false, false); !send {
+		t.Error("the request beside the failing path did not probe, fresh requests to the other path coming")
+	}
+	if h.probing != blip {
+		t.Error("the request beside the failing path went, but not as the line's probe")
+	}
+}

@@ -1,6 +1,9 @@
 package httpretry
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // The line: a host's held requests, oldest first, and the rules by which
 // each goes (docs/storm-control.md rules 2 to 5).
@@ -141,14 +144,21 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 
 // firstWaiting returns the oldest retry held in line that may probe (not
 // one waiting through its own backoff, which only the host's answers bring
-// forward), or nil. h.mu is held.
+// forward), or nil; while fresh requests come, the oldest beside a failing
+// path first, as they probe for the others but not for it (see
+// besideFailingPath). h.mu is held.
 func (h *host) firstWaiting(now time.Time) *member {
+	var first *member
+	flowing := h.flowing(now)
 	for _, m := range h.members {
 		if m.waiting && !m.ownWait && h.mayGoBetween(m, now) {
-			return m
+			if !flowing || h.besideFailingPath(m) {
+				return m
+			}
+			first = cmp.Or(first, m)
 		}
 	}
-	return nil
+	return first
 }
 
 // nudgeHeld nudges every retry held in line, or, graceOnly, those its
