@@ -408,10 +408,10 @@ func (h *host) abandon(m *member, now time.Time) {
 // more in a row, were on a path other than m's: neither they nor the
 // host's fresh requests, which are that path's, tell of m's path (a dead
 // endpoint beside one back from a blip: loopback median 2.6 s against
-// plain backoff's 1.4 s, 1.8 s against 1.6 s now). Requests with an ID in
-// each path, or a few paths in turn, seldom fail twice in a row on one
-// (at one failure, the virtual default fleet with IDs sent 4.3x into its
-// outage, against 3.0x). h.mu is held.
+// plain backoff's 1.4 s, 1.6 s against 1.6 s now). Requests with an ID
+// in each path, or a few paths in turn, seldom fail twice in a row on
+// one (at one failure, the virtual default fleet with IDs sent 4.3-4.5x
+// into its outage, against 3.0x). h.mu is held.
 func (h *host) besideFailingPath(m *member) bool {
 	return h.failing.path != m.path && h.failing.run >= 2
 }
