@@ -293,9 +293,10 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 	return true, time.Time{}
 }
 
-// probeAt returns when the line's next probe may go once fresh requests
-// have stopped: a pace after the probe before and after the host's latest
-// failure, which told what a probe would, and, once its Retry-After names
+// probeAt returns when m may go as the line's next probe once fresh
+// requests have stopped: a pace after the probe before and after the
+// latest failure that tells of m's path (see newsFor), which told what a
+// probe would, and, once the host's Retry-After names
 // a window's end and while it has answered nothing, no earlier than that
 // end. A host that answers some requests in each window (a quota) always
 // has its next end ahead: gated there too, the line never probed it (a
