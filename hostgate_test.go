@@ -729,21 +729,16 @@ func TestFlowOfFreshRequestsEndsByHowRegularItWas(t *testing.T) {
 func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	live, dead := newMember(), newMember()
-	fail := func(m *member, path string, from, n int) {
-		for i := range n {
-			s.failed("h", m, failure{first: i == 0, at: at(from + i), sent: at(from + i), path: path})
-		}
-	}
-	fail(live, "/live", 0, 1)
-	fail(dead, "/dead", 1, downAfter)
+	failRun(s, live, "/live", 0, 1)
+	failRun(s, dead, "/dead", 1, downAfter)
 	h := live.h
 	if !h.ask(live, false, at(40)) {
 		t.Fatal("a request whose path never answered went while the host was down")
 	}
 	h.enqueue(live, place{nextAt: far, spare: true})
 	h.answered(at(41), "/live", nil, true, s.share)
-	fail(dead, "/dead", 42, downAfter)
-	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(79) // fresh requests coming: no probe
+	failRun(s, dead, "/dead", 42, downAfter)
+	freshComing(h, at(79)) // no probe
 	if send, _ := h.poll(live, at(80), true, false); !send {
 		t.Error("a held request's step did not go once its path answered, the host down")
 	}
@@ -753,7 +748,7 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 	if !h.ask(dead, false, at(80)) {
 		t.Error("a request to the dead path went while the host was down")
 	}
-	fail(live, "/live", 81, downAfter)
+	failRun(s, live, "/live", 81, downAfter)
 	if !h.ask(live, false, at(120)) {
 		t.Errorf("a path that failed %d attempts in a row since its answer was not down", downAfter)
 	}
@@ -766,20 +761,20 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 	}
 	h.answered(at(126), "/live", nil, true, s.share)
 	h.answered(at(127), "/next", nil, true, s.share)
-	fail(dead, "/dead", 130, downAfter)
+	failRun(s, dead, "/dead", 130, downAfter)
 	if h.ask(live, false, at(150)) {
 		t.Errorf("a path that answered again was dropped before %d older ones", pathsKept-1)
 	}
 	for i := range pathsKept - 1 {
 		h.answered(at(151+i), "/later"+strconv.Itoa(i), nil, true, s.share)
 	}
-	fail(dead, "/dead", 160, downAfter)
+	failRun(s, dead, "/dead", 160, downAfter)
 	if !h.ask(live, false, at(180)) {
 		t.Errorf("a path that %d others answered after was still taken for answering", pathsKept)
 	}
 
 	h.answered(at(171), "/dead", nil, true, s.share) // one path: its answer is the host's
-	fail(dead, "/dead", 172, downAfter)
+	failRun(s, dead, "/dead", 172, downAfter)
 	if !h.ask(dead, false, at(210)) {
 		t.Error("a path that answered and then failed as the whole host did was not down")
 	}
@@ -794,17 +789,12 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	blip, other, dead := newMember(), newMember(), newMember()
-	fail := func(m *member, path string, from, n int) {
-		for i := range n {
-			s.failed("h", m, failure{first: i == 0, at: at(from + i), sent: at(from + i), path: path})
-		}
-	}
-	fail(other, "/blip", 0, 1)
-	fail(blip, "/blip", 1, 1)
-	fail(dead, "/dead", 2, downAfter)
+	failRun(s, other, "/blip", 0, 1)
+	failRun(s, blip, "/blip", 1, 1)
+	failRun(s, dead, "/dead", 2, downAfter)
 	h := blip.h
-	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39) // fresh requests coming
-	h.nextProbe = far                                                                                 // steps only: no probe
+	freshComing(h, at(39))
+	h.nextProbe = far // steps only: no probe
 	if !h.ask(blip, false, at(40)) {
 		t.Fatal("arrangement: a request whose path never answered went while the host was down")
 	}
@@ -812,10 +802,10 @@ func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
 	if send, _ := h.poll(blip, at(40), true, false); !send {
 		t.Error("a held step skipped for failures of another path only")
 	}
-	fail(blip, "/blip", 41, 1)
+	failRun(s, blip, "/blip", 41, 1)
 	h.enqueue(blip, place{nextAt: far, spare: true})
-	fail(other, "/blip", 42, 1)
-	fail(dead, "/dead", 43, 3)
+	failRun(s, other, "/blip", 42, 1)
+	failRun(s, dead, "/dead", 43, 3)
 	if send, _ := h.poll(blip, at(60), true, false); send {
 		t.Error("a held step went though another request to its path failed since its news")
 	}
@@ -825,12 +815,10 @@ func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
 
 	one := newHostSet(DefaultReleaseShare)
 	a, b := newMember(), newMember()
-	one.failed("h", a, failure{first: true, at: at(0), sent: at(0), path: "/x"})
-	for i := range downAfter {
-		one.failed("h", b, failure{first: i == 0, at: at(1 + i), sent: at(1 + i), path: "/x"})
-	}
+	failRun(one, a, "/x", 0, 1)
+	failRun(one, b, "/x", 1, downAfter)
 	ha := a.h
-	ha.gaps, ha.gap, ha.gapDev, ha.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39)
+	freshComing(ha, at(39))
 	ha.enqueue(a, place{nextAt: far, spare: true})
 	if send, _ := ha.poll(a, at(40), true, false); send {
 		t.Error("on a host with one path, a held step went though others failed since its news")
@@ -845,13 +833,11 @@ func TestAStepBesideAFailingPathReadsItsOwnPathsNews(t *testing.T) {
 func TestTheLineProbesForAPathBesideAFailingOne(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	blip, dead := newMember(), newMember()
-	s.failed("h", blip, failure{first: true, at: at(0), sent: at(0), path: "/blip"})
-	for i := range downAfter {
-		s.failed("h", dead, failure{first: i == 0, at: at(1 + i), sent: at(1 + i), path: "/dead"})
-	}
+	failRun(s, blip, "/blip", 0, 1)
+	failRun(s, dead, "/dead", 1, downAfter)
 	h := blip.h
-	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, at(39) // fresh requests coming
-	h.members[0], h.members[1] = dead, blip                                                           // the failing path's request is the older
+	freshComing(h, at(39))
+	h.members[0], h.members[1] = dead, blip // the failing path's request is the older
 	h.enqueue(dead, place{nextAt: far, spare: true})
 	h.enqueue(blip, place{nextAt: far, spare: true})
 	if send, _ := h.poll(dead, at(40), false, false); send {
@@ -863,4 +849,18 @@ func TestTheLineProbesForAPathBesideAFailingOne(t *testing.T) {
 	if h.probing != blip {
 		t.Error("the request beside the failing path went, but not as the line's probe")
 	}
+}
+
+// failRun records n failed attempts of m's request to path on host "h",
+// the first a first attempt, one a tick from at(from).
+func failRun(s *hostSet, m *member, path string, from, n int) {
+	for i := range n {
+		s.failed("h", m, failure{first: i == 0, at: at(from + i), sent: at(from + i), path: path})
+	}
+}
+
+// freshComing makes h see fresh requests coming, 10 ms apart, the latest
+// at last: the line leaves probing to them.
+func freshComing(h *host, last time.Time) {
+	h.gaps, h.gap, h.gapDev, h.lastFresh = flowGaps, 10*time.Millisecond, 10*time.Millisecond, last
 }
