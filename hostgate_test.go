@@ -851,6 +851,33 @@ func TestTheLineProbesForAPathBesideAFailingOne(t *testing.T) {
 	}
 }
 
+// TestAStepReadsARetryAfterAsNewsUntilTheMomentItNamed: a held request
+// told Retry-After: 1 at 1 s reaches its step at 2 s, the moment named,
+// fresh requests stopped. Another's failure sent at 1.7 s, before that
+// moment, tells nothing newer: the step goes, as plain backoff's would.
+// One sent at 2.1 s, after it, is news: the step at 2.2 s is skipped.
+func TestAStepReadsARetryAfterAsNewsUntilTheMomentItNamed(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	told, other := newMember(), newMember()
+	failRun(s, other, "/", 0, downAfter)
+	s.failed("h", told, failure{first: true, at: at(1000), sent: at(999), floor: time.Second, path: "/"})
+	failRun(s, other, "/", 1700, 1)
+	h := told.h
+	freshComing(h, at(1700)) // many fresh requests, stopped: no moment asks at once (see momentCame)
+	h.nextProbe = far        // steps only: no probe
+	h.enqueue(told, place{nextAt: far, spare: true})
+	if send, _ := h.poll(told, at(2000), true, false); !send {
+		t.Error("a step at the moment its Retry-After named was skipped for a failure sent before that moment")
+	}
+	failRun(s, told, "/", 2000, 1) // its retry fails, told no Retry-After
+	failRun(s, other, "/", 2100, 1)
+	freshComing(h, at(2100))
+	h.enqueue(told, place{nextAt: far, spare: true})
+	if send, _ := h.poll(told, at(2200), true, false); send {
+		t.Error("a step went though another request failed after its own news")
+	}
+}
+
 // failRun records n failed attempts of m's request to path on host "h",
 // the first a first attempt, one a tick from at(from).
 func failRun(s *hostSet, m *member, path string, from, n int) {

@@ -347,11 +347,11 @@ func (h *host) momentCame(now, at time.Time) bool {
 // outcome, or its path's, is an answer (unless m's Retry-After keeps it to
 // the line's releases: see toldToLine), or fresh requests have stopped (or
 // are another path's) and no failure is newer than m's own news of its
-// path (see newsFor), so that alone it would know no more (rule 5);
-// otherwise the step is skipped, its news taken for the attempt it skips.
-// h.mu is held.
+// path (see newsFor and newsUntil), so that alone it would know no more
+// (rule 5); otherwise the step is skipped, its news taken for the attempt
+// it skips. h.mu is held.
 func (h *host) stepGoes(m *member, now time.Time) bool {
-	stale := (!h.flowing(now) || h.besideFailingPath(m)) && !h.newsFor(m).After(m.downNews)
+	stale := (!h.flowing(now) || h.besideFailingPath(m)) && !h.newsFor(m).After(m.newsUntil())
 	m.downNews = laterOf(m.downNews, h.downSeen)
 	if h.down() {
 		m.downStep = now
@@ -363,6 +363,21 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	// was not down put the shared client's peak after the return at 5.5x
 	// of capacity, against 3.7x (docs/storm-control.md, rule 5).
 	return answered || stale || h.down() && h.pathFailed(m) < downAfter
+}
+
+// newsUntil returns until when m's own news of its path holds: when the
+// latest failure it acted on went or, when its latest failure was told a
+// Retry-After, the moment that named, the host having said it fails until
+// then. A failure sent before that moment is no newer news: a burst of
+// 100 told Retry-After: 1 through a 2 s outage skipped its steps at the
+// host's return for the line's probes' failures, each told a moment
+// later, and ended 2.43 s in on average against plain backoff's 2.11 s
+// (2.04 s now; TestBurstToldRetryAfterEndsAsSoonAsPlainBackoff).
+func (m *member) newsUntil() time.Time {
+	if m.heeded == 0 {
+		return m.downNews
+	}
+	return laterOf(m.downNews, m.toldAt.Add(m.heeded))
 }
 
 // newsFor returns when the latest failed attempt that tells of m's path

@@ -31,7 +31,8 @@ const DefaultReleaseShare = 0.25
 // answer, though at the first step after one not if the request's
 // Retry-After may have named the host's return; or its path answers, as
 // above; or, while no fresh requests come, no failure is newer than the
-// request's own news of it) or if the step is its last, and otherwise
+// request's own news of it, a Retry-After being news until the moment it
+// named) or if the step is its last, and otherwise
 // skips the step, counted as an attempt that failed. Between steps it
 // waits in the host's line, which the host's answers empty, oldest first,
 // at a pace that grows with answers and halves on failures, as TCP's
