@@ -192,3 +192,43 @@ func TestPlanAgainstPlainBackoffGrid(t *testing.T) {
 	}
 	t.Logf("%d cases; %d retried; %d stopped only for the held request's own wait, behind plain backoff's (%d of them with d >= 0 and late <= d)", cases, held, heldOnly, aheadStops)
 }
+
+// TestEarlyLastStepToldARetryAfterEndsThere: a held request skipped two
+// steps before any of its attempts was timed, each standing for an
+// attempt that took no time; its retry, 300 ms long, failed with 700 ms
+// left to the deadline. Its steps ran 600 ms ahead of plain backoff's, so
+// the retry it just sent was plain backoff's last (600 ms and a 200 ms
+// backoff end past the deadline). Told no Retry-After, it goes again when
+// plain backoff sends that last retry; told one, that retry would wait it
+// out a whole Retry-After after plain backoff's last, so the request ends
+// now, StopHostGate.
+func TestEarlyLastStepToldARetryAfterEndsThere(t *testing.T) {
+	for _, ra := range []int{0, 1} {
+		synctest.Test(t, func(t *testing.T) {
+			tr := &Transport{Random: func() float64 { return 0.5 }}
+			st := tr.ownStorm()
+			now := time.Now()
+			ctx, cancel := context.WithDeadline(context.Background(), now.Add(700*time.Millisecond))
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.test/", nil)
+			sent := now.Add(-300 * time.Millisecond)
+			m := st.failed("h.test", nil, failure{first: true, at: now, sent: sent})
+			m.policy = Policy{MaxRetries: 5, BaseDelay: 200 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Jitter: JitterNone}
+			m.untimed = 2
+			r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, sent: sent, prev: 200 * time.Millisecond}
+			resp := response(503, "")
+			if ra > 0 {
+				resp.Header.Set("Retry-After", strconv.Itoa(ra))
+			}
+			body := requestBody{kind: bodyNone}
+			wait, stop := r.plan(&body, resp, nil, 2)
+			switch {
+			case ra > 0 && (stop != StopHostGate || wait != 0):
+				t.Errorf("told Retry-After: %d: wait %v, stop %v; want an end now, StopHostGate", ra, wait, stop)
+			case ra == 0 && (stop != StopNone || wait != 300*time.Millisecond):
+				t.Errorf("told none: wait %v, stop %v; want a retry 300 ms on, when plain backoff sends its last", wait, stop)
+			}
+			st.end(m, false)
+		})
+	}
+}
