@@ -193,10 +193,11 @@ func TestPlanAgainstPlainBackoffGrid(t *testing.T) {
 	t.Logf("%d cases; %d retried; %d stopped only for the held request's own wait, behind plain backoff's (%d of them with d >= 0 and late <= d)", cases, held, heldOnly, aheadStops)
 }
 
-// TestEarlyLastStepToldARetryAfterEndsThere: a held request skipped two
-// steps before any of its attempts was timed, each standing for an
-// attempt that took no time; its retry, 300 ms long, failed with 700 ms
-// left to the deadline. Its steps ran 600 ms ahead of plain backoff's, so
+// TestEarlyLastStepToldARetryAfterEndsThere: a held request counted two
+// steps skipped before any of its attempts was timed (untimed), each
+// standing for an attempt that took no time; its retry, 300 ms long,
+// failed with 700 ms left to the deadline. Its steps ran 600 ms ahead of
+// plain backoff's, so
 // the retry it just sent was plain backoff's last (600 ms and a 200 ms
 // backoff end past the deadline). Told no Retry-After, it goes again when
 // plain backoff sends that last retry; told one, that retry would wait it

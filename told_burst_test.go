@@ -60,7 +60,7 @@ func toldBurst(t *testing.T, c StormControl, n int, down time.Duration, seed uin
 // and 4.08-4.12 s on average against plain backoff's 2.11 s and 3.17 s
 // (seeds 1-3). A Retry-After is news until the moment it named (see
 // member.newsUntil): 2.04-2.06 s and 3.05-3.09 s, every request answered,
-// with about half plain backoff's attempts.
+// with 70% and half of plain backoff's attempts.
 func TestBurstToldRetryAfterEndsAsSoonAsPlainBackoff(t *testing.T) {
 	for _, down := range []time.Duration{2 * time.Second, 3 * time.Second} {
 		for seed := uint64(1); seed <= 3; seed++ {
