@@ -15,7 +15,6 @@ import (
 // that goes at its first look was not held, however long the look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
-	cur := heldStep{from: due}
 	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due) {
 		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
@@ -30,7 +29,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
 	// dead host gets 4.4 attempts per call for it, against 3.6 (plain
 	// backoff 6).
-	waited := false // a step skipped or a pause
+	cur, waited := heldStep{from: due}, false // waited: a step skipped or a pause
 	for {
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
@@ -196,8 +195,8 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 		// it again, or, when it named a date, what is left of it then, as
 		// the date is the same whoever is told it.
 		toldLeft := floor
-		if !r.m.floorAt.IsZero() {
-			toldLeft = max(r.m.floorAt.Sub(left.from), 0)
+		if r.m.told.dated {
+			toldLeft = max(r.m.told.at.Add(r.m.told.floor).Sub(left.from), 0)
 		}
 		left.floor = min(left.floor, toldLeft)
 		if left.at().Before(now) {
@@ -295,7 +294,6 @@ func (r *retrier) useDrawn(n int) { r.m.nAhead = copy(r.m.ahead[:], r.m.ahead[n:
 // random returns the next random value: one drawn ahead (see stepWait),
 // or a new one.
 func (r *retrier) random() float64 {
-	u := r.drawn(0)
-	r.useDrawn(1)
-	return u
+	defer r.useDrawn(1) // once drawn
+	return r.drawn(0)
 }

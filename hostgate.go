@@ -61,8 +61,7 @@ type host struct {
 	name                string
 	members             []*member             // the retrying requests, oldest first
 	downSeen            time.Time             // when the latest failed attempt went
-	run                 int                   // attempts failed since the latest answer
-	streak              int                   // attempts answered since the latest failure
+	run                 int                   // attempts failed since the latest answer: zero while its latest outcome is an answer (it is created at a failure)
 	outageStart         time.Time             // the first failure of the outage under way
 	proven              bool                  // an outage of it has been proven (see provenDown)
 	took                attemptTime           // how long its failed attempts take
@@ -109,7 +108,7 @@ func (h *host) pathAt(path string) int {
 // down (on a host with one path, never so while the host is down). h.mu
 // is held.
 func (h *host) pathFailed(m *member) int {
-	if i := h.pathAt(m.path); i >= 0 {
+	if i := h.pathAt(m.told.path); i >= 0 {
 		return h.paths[i].run
 	}
 	return downAfter
@@ -147,14 +146,14 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.failing.run++
 	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
 	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
-		defer h.nudgeFirst(f.at)
+		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
 	m.fromLine, m.waitedLine = false, false
 	h.told(m, f, sent)
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at
 	}
-	h.run, h.streak = h.run+1, 0
+	h.run++
 	if i := h.pathAt(f.path); i >= 0 {
 		h.paths[i].run++
 	}
@@ -173,15 +172,15 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 }
 
-// told records what f's Retry-After, if any, tells of the host: m's
-// floor, and its moment when it names a date; whether the host's failures
+// told records f as m's latest failure (see member.told), and what its
+// Retry-After, if any, tells of the host: whether the host's failures
 // say one; whether the moments they name are a rate window's ends (see
 // host.windows); and what m's path's held steps read (see toldOnPath).
 // sent is when f's attempt went. h.mu is held.
 func (h *host) told(m *member, f failure, sent time.Time) {
-	m.floor, m.floorAt = f.floor, time.Time{}
-	if f.dated {
-		m.floorAt = f.at.Add(f.floor)
+	m.told, m.heeded = f, f.floor
+	if f.overCap { // never waited, so it times no step
+		m.heeded = 0
 	}
 	h.says.note(m, f.floor > 0)
 	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
@@ -189,10 +188,6 @@ func (h *host) told(m *member, f failure, sent time.Time) {
 		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
 		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
 		h.named = laterOf(h.named, end)
-	}
-	m.path, m.heeded, m.toldAt = f.path, f.floor, f.at
-	if f.overCap { // never waited, so it times no step
-		m.heeded = 0
 	}
 }
 
@@ -217,18 +212,14 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 // nil when it never failed). A host without state costs one atomic load; a nil set
 // (the gate off), none.
 func (s *hostSet) answered(name, path string, m *member, first bool) {
-	var h *host
 	switch {
-	case s == nil:
-		return
+	case s == nil: // the gate is off
 	case m != nil: // a member has its host's state (see failed)
-		h = m.h
+		m.h.answered(time.Now(), path, m, first, s.share)
 	case s.active.Load() > 0: // a read lock here, shared by every success, cost 4x under load
-		v, _ := s.byName.Load(name)
-		h, _ = v.(*host)
-	}
-	if h != nil {
-		h.answered(time.Now(), path, m, first, s.share)
+		if v, ok := s.byName.Load(name); ok {
+			v.(*host).answered(time.Now(), path, nil, first, s.share)
+		}
 	}
 }
 
@@ -239,11 +230,11 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pathAnswered(path)
-	back, news := h.down(), h.streak == 0
+	back, news := h.down(), h.run > 0
 	if back {
 		h.backAt, h.lastDown = now, h.downSeen
 	}
-	h.run, h.missed, h.pace, h.streak = 0, 0, 0, h.streak+1
+	h.run, h.missed, h.pace = 0, 0, 0
 	if first {
 		h.noteFresh(now)
 	}
@@ -259,7 +250,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 		h.nudgeHeld(now, false)
 	case news: // the first answer after a failure: the retries it puts in grace go, and the probe's pace is reset
 		h.nudgeHeld(now, true)
-		h.nudgeFirst(now)
+		h.firstWaiting(now).nudge()
 	}
 }
 
@@ -267,19 +258,17 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 // stopped is not a gap between them. h.mu is held.
 func (h *host) noteFresh(now time.Time) {
 	if !h.lastFresh.IsZero() {
-		raw := max(now.Sub(h.lastFresh), 0)
-		gap := raw
-		if h.gaps > 0 && !now.Before(h.flowEnd()) {
-			gap = h.gap
-		}
+		raw, old := max(now.Sub(h.lastFresh), 0), h.gap
+		paused := h.gaps > 0 && !now.Before(h.flowEnd()) // the gap stays as it was
 		h.gaps = min(h.gaps+1, gapWeight)
-		old := h.gap
-		h.gap += (gap - h.gap) / time.Duration(h.gaps)
+		if !paused {
+			h.gap += (raw - old) / time.Duration(h.gaps)
+		}
 		// A pause counts in the deviation (up to flowGaps gaps), so that a
 		// flow that pauses, or comes at random, is not taken for a ticker.
 		h.gapDev += (min((raw-old).Abs(), flowGaps*old) - h.gapDev) / time.Duration(h.gaps)
 		if h.gap < old { // the probe, paced by the gap, may be due sooner
-			h.nudgeFirst(now)
+			h.firstWaiting(now).nudge()
 		}
 	}
 	h.lastFresh = now

@@ -11,7 +11,7 @@ import (
 // member is one retrying request of a host. h (set under the host set's
 // lock when it joins), policy, spent, paid and ownSteps are
 // used only by its request's goroutine; the rest is shared under h.mu
-// (floorAt too, though its own goroutine, which alone writes it, reads it
+// (told too, though its own goroutine, which alone writes it, reads it
 // without h.mu).
 type member struct {
 	h                 *host
@@ -26,14 +26,14 @@ type member struct {
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	downStep          time.Time     // the latest of its steps that found the host down
 	waitedLine        bool          // a step of its came after an answer since its latest failure: it no longer waits for the line (see toldToLine)
-	floor             time.Duration // the Retry-After its latest failure was told; zero when none
-	floorAt           time.Time     // the moment that Retry-After named, when it named one (an HTTP date); zero otherwise
-	heeded            time.Duration // that Retry-After, when not over MaxRetryAfter; zero otherwise
-	toldAt            time.Time     // when its latest failure came, told heeded
-	path              string        // its request's URL path: what it is told speaks for its path's requests
-	took              attemptTime   // its own failed attempts' time: a skipped step stands for one; written only by its request's goroutine, which reads it without h.mu
-	drains            attemptTime   // how long their responses took to drain
-	ownSteps                        // its place in its own backoff
+	// told is its latest failure: when it came (at), the Retry-After it
+	// was told (floor, zero when none; dated when it named an HTTP date),
+	// and its request's URL path, whose requests what it is told speaks for.
+	told     failure
+	heeded   time.Duration // told's Retry-After, when not over MaxRetryAfter; zero otherwise
+	took     attemptTime   // its own failed attempts' time: a skipped step stands for one; written only by its request's goroutine, which reads it without h.mu
+	drains   attemptTime   // how long their responses took to drain
+	ownSteps               // its place in its own backoff
 }
 
 // place is where a held request waits in line, shared under h.mu: for
@@ -49,11 +49,14 @@ type place struct {
 
 func newMember() *member { return &member{wake: make(chan struct{}, 1)} }
 
-// nudge wakes m without blocking; one pending nudge is enough.
+// nudge wakes m, if any (firstWaiting may find none), without blocking;
+// one pending nudge is enough.
 func (m *member) nudge() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
+	if m != nil {
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -104,7 +107,7 @@ func (h *host) skipTime(m *member) skipTimes {
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
 	if h.says.v {
-		s.floor = max(m.floor, h.toldOnPath(m))
+		s.floor = max(m.told.floor, h.toldOnPath(m))
 		if h.windows {
 			s.named = h.named
 		}
@@ -120,10 +123,10 @@ func (h *host) skipTime(m *member) skipTimes {
 // review's groups: 91 of 2,442 rescues lost). h.mu is held.
 func (h *host) toldOnPath(m *member) time.Duration {
 	var longest time.Duration
-	mine := m.toldAt.Add(m.heeded)
+	mine := m.told.at.Add(m.heeded)
 	for _, o := range h.members {
-		sameWindow := o.toldAt.Add(o.heeded).Sub(mine).Abs() < time.Second // a rate limit's window, named to both
-		if o.path == m.path && (!o.toldAt.Before(m.toldAt) || sameWindow) {
+		sameWindow := o.told.at.Add(o.heeded).Sub(mine).Abs() < time.Second // a rate limit's window, named to both
+		if o.told.path == m.told.path && (!o.told.at.Before(m.told.at) || sameWindow) {
 			longest = max(longest, o.heeded)
 		}
 	}
@@ -141,7 +144,7 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
 	}
 	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
-	h.nudgeFirst(now)
+	h.firstWaiting(now).nudge()
 }
 
 // firstWaiting returns the oldest retry held in line that may probe (not
@@ -173,14 +176,6 @@ func (h *host) nudgeHeld(now time.Time, graceOnly bool) {
 	}
 }
 
-// nudgeFirst nudges the oldest retry held in line that may probe. h.mu is
-// held.
-func (h *host) nudgeFirst(now time.Time) {
-	if m := h.firstWaiting(now); m != nil {
-		m.nudge()
-	}
-}
-
 // release lets the oldest held retries go, one per unit of credit; credit
 // is not saved up while nobody waits. h.mu is held.
 func (h *host) release(now time.Time) {
@@ -194,7 +189,7 @@ func (h *host) release(now time.Time) {
 	}
 	h.credit = min(h.credit, 1)
 	if freed {
-		h.nudgeFirst(now) // a new oldest in line may probe
+		h.firstWaiting(now).nudge() // a new oldest in line may probe
 	}
 }
 
@@ -211,7 +206,7 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 		return false
 	}
 	down := h.provenDown(now) && h.pathFailed(m) >= downAfter // its path does not answer
-	singled := m.floor > 0 && !h.says.besides(m)              // a Retry-After of its own named its time, the others' latest failures none
+	singled := m.told.floor > 0 && !h.says.besides(m)         // a Retry-After of its own named its time, the others' latest failures none
 	told := !h.windows && m.toldIn.Equal(h.outageStart)       // an outage the host has since answered out of told it nothing of this one
 	return len(h.members) > 1 && !singled && (down || told)   // else it goes at its own backoff's time, as plain backoff's would
 }
@@ -235,10 +230,10 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 	if now.Before(m.notBefore) || !m.spare || !m.nextAt.IsZero() && !back.Before(m.nextAt) {
 		return false
 	}
-	if m.floor == 0 || !h.says.v || !h.down() {
+	if m.told.floor == 0 || !h.says.v || !h.down() {
 		return true
 	}
-	end := back.Add(spreadUp(m.floor, 1))
+	end := back.Add(spreadUp(m.told.floor, 1))
 	return (!m.last || end.Before(m.nextAt)) && (m.limit.IsZero() || end.Before(m.limit))
 }
 
@@ -271,10 +266,10 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 	}
 	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m, now)) {
 		m.waiting, m.fromLine = false, len(h.members) > 1
-		h.nudgeFirst(now)
+		h.firstWaiting(now).nudge()
 		return true, time.Time{}
 	}
-	pending := h.pendingMoment()
+	pending, next := h.pendingMoment(), h.probeAt(m)
 	atMoment := h.momentCame(now, pending)
 	if !pending.After(now) {
 		pending = time.Time{} // come already: no moment to wake at
@@ -285,10 +280,9 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 	case h.probing != nil:
 		return false, time.Time{}
 	case m != h.firstWaiting(now): // the oldest may have become first since it was nudged
-		h.nudgeFirst(now)
+		h.firstWaiting(now).nudge()
 		return false, time.Time{}
-	}
-	if next := h.probeAt(m); now.Before(next) && !atMoment {
+	case now.Before(next) && !atMoment:
 		return false, earlierOf(next, pending)
 	}
 	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
@@ -322,7 +316,7 @@ func (h *host) probeAt(m *member) time.Time {
 func (h *host) pendingMoment() time.Time {
 	var first time.Time
 	for _, o := range h.members {
-		end := o.toldAt.Add(o.heeded)
+		end := o.told.at.Add(o.heeded)
 		if o.heeded > 0 && end.After(h.downSeen) {
 			first = earlierOf(first, end)
 		}
@@ -342,7 +336,7 @@ func (h *host) pendingMoment() time.Time {
 // 2 by 15% (6.1x of capacity to 7.0x, the mean of three virtual fleets
 // each). h.mu is held.
 func (h *host) momentCame(now, at time.Time) bool {
-	return !at.IsZero() && !now.Before(at) && h.streak == 0 && h.probedAt.Before(at) && h.gaps < flowGaps
+	return !at.IsZero() && !now.Before(at) && h.run > 0 && h.probedAt.Before(at) && h.gaps < flowGaps
 }
 
 // stepGoes reports whether m's step, come at now, goes: the host's latest
@@ -358,8 +352,8 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	if h.down() {
 		m.downStep = now
 	}
-	answered := (h.streak > 0 || h.pathFailed(m) == 0) && !h.toldToLine(m)
-	m.waitedLine = m.waitedLine || h.streak > 0
+	answered := (h.run == 0 || h.pathFailed(m) == 0) && !h.toldToLine(m)
+	m.waitedLine = m.waitedLine || h.run == 0
 	// Its path answering counts only while the host looks down: on a host
 	// with one path it never does then, as steps going whenever the host
 	// was not down put the shared client's peak after the return at 5.5x
@@ -379,7 +373,7 @@ func (m *member) newsUntil() time.Time {
 	if m.heeded == 0 {
 		return m.downNews
 	}
-	return laterOf(m.downNews, m.toldAt.Add(m.heeded))
+	return laterOf(m.downNews, m.told.at.Add(m.heeded))
 }
 
 // newsFor returns when the latest failed attempt that tells of m's path
@@ -399,14 +393,14 @@ func (h *host) newsFor(m *member) time.Time {
 // an answer (one step, which spreads a fleet told one date, where more put
 // a small client's requests steps behind plain backoff's). h.mu is held.
 func (h *host) toldToLine(m *member) bool {
-	return m.floor > 0 && !m.waitedLine && !h.lastDown.After(m.toldAt.Add(m.floor))
+	return m.told.floor > 0 && !m.waitedLine && !h.lastDown.After(m.told.at.Add(m.told.floor))
 }
 
 // inGrace reports whether the host answered within a failed attempt's
 // time of m's latest step that found it down: the attempt plain backoff
 // sent then might have been answered. h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	return h.streak > 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !now.After(m.downStep.Add(h.took.avg))
+	return h.run == 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !now.After(m.downStep.Add(h.took.avg))
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.
@@ -419,7 +413,7 @@ func (h *host) abandon(m *member, now time.Time) {
 	}
 	m.waiting, m.released = false, false
 	h.release(now)
-	h.nudgeFirst(now)
+	h.firstWaiting(now).nudge()
 }
 
 // besideFailingPath reports whether the host's latest failures, two or
@@ -431,5 +425,5 @@ func (h *host) abandon(m *member, now time.Time) {
 // one (at one failure, the virtual default fleet with IDs sent 4.3-4.5x
 // into its outage, against 3.0x). h.mu is held.
 func (h *host) besideFailingPath(m *member) bool {
-	return h.failing.path != m.path && h.failing.run >= 2
+	return h.failing.path != m.told.path && h.failing.run >= 2
 }

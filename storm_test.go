@@ -933,10 +933,10 @@ func TestCopysAnswersDoNotReachTheOriginalsGate(t *testing.T) {
 			resp.Body.Close()
 		}
 		h.mu.Lock()
-		streak, back := h.streak, !h.backAt.IsZero()
+		run, back := h.run, !h.backAt.IsZero()
 		h.mu.Unlock()
-		if streak != 0 || back {
-			t.Errorf("the original's host took the copy's 20 answers as its own: streak %d, back %v", streak, back)
+		if run == 0 || back {
+			t.Errorf("the original's host took the copy's 20 answers as its own: failed run %d, back %v", run, back)
 		}
 		wg.Wait()
 	})
