@@ -46,6 +46,7 @@ type stressPanic struct{ where string }
 // hosts and goroutines, and StormState drift. HTTPRETRY_STRESS_SEEDS runs
 // more seeds (20 by default), from HTTPRETRY_STRESS_SEED0.
 func TestStormStress(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	seeds, _ := strconv.Atoi(os.Getenv("HTTPRETRY_STRESS_SEEDS"))
 	first, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_STRESS_SEED0"), 10, 64)
 	first = max(first, 1)
