@@ -16,25 +16,37 @@ import (
 // request with a random stream of its own (PCG(seed, i)); it returns when
 // each call ended and whether it got its 200.
 func staggeredCalls(t *testing.T, c StormControl, n int, gap, down time.Duration, seed uint64) (ends []time.Duration, ok int) {
+	return callsThrough(t, c, n, gap, seed, func(i int) string { return "http://h/" + strconv.Itoa(i) },
+		func(start time.Time) roundTripFunc {
+			return func(r *http.Request) (*http.Response, error) {
+				time.Sleep(2 * time.Millisecond) // virtual: synctest's clock
+				if time.Since(start) < down {
+					return response(503, "down"), nil
+				}
+				return response(200, "ok"), nil
+			}
+		})
+}
+
+// callsThrough runs, in a synctest bubble, n goroutines, one call each to
+// url(i), started gap apart, through one Transport with storm control c,
+// the default Policy and the Base that base returns for the bubble's
+// start, each request with a random stream of its own (PCG(seed, i)); it
+// returns when each call ended, counted from its own start, and how many
+// got a 200.
+func callsThrough(t *testing.T, c StormControl, n int, gap time.Duration, seed uint64, url func(int) string, base func(start time.Time) roundTripFunc) (ends []time.Duration, ok int) {
 	ends = make([]time.Duration, n)
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		streams := newRequestStreams(seed)
-		tr := &Transport{Storm: c, Random: streams.random,
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				time.Sleep(2 * time.Millisecond) // virtual: synctest's clock
-				if time.Since(t0) < down {
-					return response(503, "down"), nil
-				}
-				return response(200, "ok"), nil
-			})}
+		tr := &Transport{Storm: c, Random: streams.random, Base: base(t0)}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
 				streams.join(uint64(i))
 				time.Sleep(time.Duration(i) * gap) // virtual
-				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/"+strconv.Itoa(i), nil))
+				resp, err := tr.RoundTrip(httptest.NewRequest("GET", url(i), nil))
 				mu.Lock()
 				defer mu.Unlock()
 				ends[i] = time.Since(t0) - time.Duration(i)*gap

@@ -2,54 +2,38 @@ package httpretry
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
-// toldBurst sends n requests at once through one Transport to a host that
-// answers 503 with Retry-After: 1 until down has passed, each attempt
-// taking 1-4 ms, and returns their mean time to finish, how many
-// succeeded, and the attempts sent.
+// toldBurst sends n requests 50 µs apart through one Transport to a host
+// that answers 503 with Retry-After: 1 until down has passed, each
+// attempt taking 1-4 ms, and returns their mean time to finish, counted
+// from the first's start, how many succeeded, and the attempts sent.
 func toldBurst(t *testing.T, c StormControl, n int, down time.Duration, seed uint64) (mean time.Duration, ok, attempts int) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		streams := newRequestStreams(seed)
-		var mu sync.Mutex
-		tr := &Transport{Storm: c, Random: streams.random, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			attempts++
-			mu.Unlock()
-			time.Sleep(time.Millisecond + time.Since(start)%(3*time.Millisecond)) // virtual
-			if time.Since(start) < down {
-				resp := response(503, "down")
-				resp.Header.Set("Retry-After", "1")
-				return resp, nil
-			}
-			return response(200, "ok"), nil
-		})}
-		var total time.Duration
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				streams.join(uint64(i))
-				time.Sleep(time.Duration(i) * 50 * time.Microsecond) // virtual
-				resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://h/", nil))
+	const gap = 50 * time.Microsecond
+	var mu sync.Mutex
+	ends, ok := callsThrough(t, c, n, gap, seed, func(int) string { return "http://h/" },
+		func(start time.Time) roundTripFunc {
+			return func(r *http.Request) (*http.Response, error) {
 				mu.Lock()
-				defer mu.Unlock()
-				total += time.Since(start)
-				if err == nil {
-					ok += btoi(resp.StatusCode == 200)
-					resp.Body.Close()
+				attempts++
+				mu.Unlock()
+				time.Sleep(time.Millisecond + time.Since(start)%(3*time.Millisecond)) // virtual
+				if time.Since(start) < down {
+					resp := response(503, "down")
+					resp.Header.Set("Retry-After", "1")
+					return resp, nil
 				}
-			})
-		}
-		wg.Wait()
-		mean = total / time.Duration(n)
-	})
-	return mean, ok, attempts
+				return response(200, "ok"), nil
+			}
+		})
+	var total time.Duration
+	for i, end := range ends {
+		total += end + time.Duration(i)*gap
+	}
+	return total / time.Duration(n), ok, attempts
 }
 
 // TestBurstToldRetryAfterEndsAsSoonAsPlainBackoff: 100 requests through
