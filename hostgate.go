@@ -66,21 +66,17 @@ type host struct {
 	proven              bool                  // an outage of it has been proven (see provenDown)
 	took                attemptTime           // how long its failed attempts take
 	drain               latest[time.Duration] // how long its failed responses took to drain
-	backAt              time.Time             // when it last answered after being down
-	lastDown            time.Time             // when the latest attempt it failed before then went
+	backAt, lastDown    time.Time             // when it last answered after being down, and when the latest attempt it failed before then went
 	lastFresh           time.Time             // the latest first attempt
-	gap                 time.Duration         // the usual time between first attempts
+	gap, gapDev         time.Duration         // the usual time between first attempts, and how far a gap usually is from it
 	gaps                int                   // samples in gap, up to gapWeight
-	gapDev              time.Duration         // how far a gap usually is from gap
-	share               float64               // releases each answer earns
-	credit              float64               // releases earned, not yet used
+	share, credit       float64               // releases each answer earns, and those earned, not yet used
 	releasedSinceHalved bool                  // a release happened since share was last halved
 	says                latest[bool]          // whether its failures came with a Retry-After
 	probing             *member               // the line's probe whose outcome is awaited
-	nextProbe           time.Time             // the next probe goes no earlier
+	nextProbe, probedAt time.Time             // the next probe goes no earlier; when the line's latest probe went
 	missed              int                   // the line's probes failed in a row
 	pace                time.Duration         // the wait after the latest failed probe
-	probedAt            time.Time             // when the line's latest probe went
 	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
 	paths               [pathsKept]pathRun    // the paths that answered last, newest first
 	failing             pathRun               // the path of the latest failed attempt, and its failures in a row (see besideFailingPath)
@@ -114,17 +110,6 @@ func (h *host) pathFailed(m *member) int {
 	return downAfter
 }
 
-// pathAnswered puts path first among those kept, its run at zero; the
-// oldest kept goes when it was not among them. h.mu is held.
-func (h *host) pathAnswered(path string) {
-	i := h.pathAt(path)
-	if i < 0 {
-		i = len(h.paths) - 1
-	}
-	copy(h.paths[1:i+1], h.paths[:i])
-	h.paths[0] = pathRun{path: path, ok: true}
-}
-
 // failed records f, a retryable failure of m's request to the named host,
 // m joining its retrying requests on the first.
 func (s *hostSet) failed(name string, m *member, f failure) {
@@ -148,8 +133,21 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
-	m.fromLine, m.waitedLine = false, false
-	h.told(m, f, sent)
+	// f is m's latest failure (see member.told). Its Retry-After, if any,
+	// is heeded unless over MaxRetryAfter (never waited, it times no step;
+	// a floor is never negative), and tells of the host whether its
+	// failures say one and whether the moments they name are a rate
+	// window's ends (see host.windows); m's path's held steps read it (see
+	// toldOnPath).
+	m.told, m.heeded, m.fromLine, m.waitedLine = f, 0, false, false
+	h.says.note(m, f.floor > 0)
+	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
+		m.heeded = f.floor
+		end := f.at.Add(f.floor)
+		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
+		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
+		h.named = laterOf(h.named, end)
+	}
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at
 	}
@@ -169,25 +167,6 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.releasedSinceHalved { // halved once per release, as TCP once per round trip (rule 4)
 		h.share, h.releasedSinceHalved = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
-	}
-}
-
-// told records f as m's latest failure (see member.told), and what its
-// Retry-After, if any, tells of the host: whether the host's failures
-// say one; whether the moments they name are a rate window's ends (see
-// host.windows); and what m's path's held steps read (see toldOnPath).
-// sent is when f's attempt went. h.mu is held.
-func (h *host) told(m *member, f failure, sent time.Time) {
-	m.told, m.heeded = f, f.floor
-	if f.overCap { // never waited, so it times no step
-		m.heeded = 0
-	}
-	h.says.note(m, f.floor > 0)
-	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
-		end := f.at.Add(f.floor)
-		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
-		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
-		h.named = laterOf(h.named, end)
 	}
 }
 
@@ -229,7 +208,11 @@ func (s *hostSet) answered(name, path string, m *member, first bool) {
 func (h *host) answered(now time.Time, path string, m *member, first bool, full float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.pathAnswered(path)
+	// path goes first among those kept, its run at zero; the oldest kept
+	// goes when it was not among them (-1 wraps to it).
+	i := (h.pathAt(path) + pathsKept) % pathsKept
+	copy(h.paths[1:i+1], h.paths[:i])
+	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
 	if back {
 		h.backAt, h.lastDown = now, h.downSeen
@@ -350,8 +333,7 @@ func (s *hostSet) leave(m *member) {
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	i := slices.Index(h.members, m)
-	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
+	switch h.members = slices.DeleteFunc(h.members, func(o *member) bool { return o == m }); len(h.members) {
 	case 0:
 		s.byName.Delete(h.name)
 		s.active.Add(-1)

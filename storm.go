@@ -141,38 +141,31 @@ func (t *Transport) storm() *stormState {
 	if p := atomic.LoadPointer(&t.stormPtr); p != nil {
 		return (*stormState)(p)
 	}
-	return t.buildStorm(nil)
+	return t.ownStorm()
 }
 
 // ownStorm is storm for a request that failed, and for StormState: a copy
 // of a Transport in use builds its own here, from its own Storm (the
-// owner check cost the success path 1 ns of 27 in storm()).
+// owner check cost the success path 1 ns of 27 in storm()). It builds the
+// storm control of a Transport's first request in place of p: nil, or the
+// state of the Transport it was copied from after that one's first use,
+// so that the copy's Storm applies to it. Two first requests racing here
+// may both build one, and only the first stored is ever used.
 func (t *Transport) ownStorm() *stormState {
 	p := atomic.LoadPointer(&t.stormPtr)
 	if p != nil && (*stormState)(p).owner == t {
 		return (*stormState)(p)
 	}
-	return t.buildStorm(p)
-}
-
-// buildStorm builds the storm control of a Transport's first request, in
-// place of old: nil, or the state of the Transport it was copied from
-// after that one's first use, so that the copy's Storm applies to it. Two
-// first requests racing here may both build one, and only the first
-// stored is ever used.
-func (t *Transport) buildStorm(old unsafe.Pointer) *stormState {
-	c, st := t.Storm, &stormState{owner: t}
+	c, st, share := t.Storm, &stormState{owner: t}, t.Storm.ReleaseShare
+	if !(share > 0) {
+		share = DefaultReleaseShare
+	}
 	if c.budgeted() {
 		st.budget = cmp.Or(c.Budget, &Budget{})
-	}
-	if !c.NoHostGate {
-		share := c.ReleaseShare
-		if !(share > 0) {
-			share = DefaultReleaseShare
-		}
+	} else if !c.NoHostGate { // a budget only ever with the gate off (see budgeted)
 		st.hosts = newHostSet(share)
 	}
-	atomic.CompareAndSwapPointer(&t.stormPtr, old, unsafe.Pointer(st)) // fails when a racing first request stored one first
+	atomic.CompareAndSwapPointer(&t.stormPtr, p, unsafe.Pointer(st)) // fails when a racing first request stored one first
 	return (*stormState)(atomic.LoadPointer(&t.stormPtr))
 }
 
