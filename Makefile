@@ -5,6 +5,10 @@ STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME     ?= 30s
 N            ?= 100000
 MODULES      := . $(wildcard examples) $(wildcard bench)
+# A race-enabled test binary sleeps 1 s as it exits, to let reports print;
+# the tests' reports are printed by then, and make test runs six of them.
+GORACE       ?= atexit_sleep_ms=0
+export GORACE
 
 .PHONY: test fmt-check vet unit cover lint demo bench storm fuzz soak ci-smoke
 
