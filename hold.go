@@ -33,8 +33,9 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	for {
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
-		last := atStep && r.lastStep(r.step(), next) // known only now, the host's Retry-After timing the next
-		send, wake := m.h.poll(m, now, atStep, last)
+		// Whether the step is its last is known only now, the host's
+		// Retry-After timing the next.
+		send, wake := m.h.poll(m, now, atStep, atStep && r.lastStep(r.step(), next))
 		switch {
 		case send:
 			if !atStep { // an extra retry: the step still comes
@@ -79,12 +80,10 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 	m := r.m
 	m.h.enqueue(m, r.place(due, true))
 	for now := time.Now(); now.Before(due); now = time.Now() {
-		send, wake := m.h.poll(m, now, false, false)
-		if send { // released by the host's answers
+		if send, wake := m.h.poll(m, now, false, false); send { // released by the host's answers
 			m.extra, m.left = m.extra+1, heldStep{from: due}
 			return true, StopNone
-		}
-		if err := m.pause(ctx, earlierOf(wake, due).Sub(now)); err != nil {
+		} else if err := m.pause(ctx, earlierOf(wake, due).Sub(now)); err != nil {
 			return false, stopFor(err)
 		}
 	}
@@ -94,17 +93,19 @@ func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, sto
 // ownSteps is a retrying request's place in its own backoff, which storm
 // control's holds move through; only its request's goroutine uses it.
 type ownSteps struct {
-	n       int           // the attempts sent
-	skipped int           // the steps of its own backoff that storm control skipped
-	extra   int           // its retries sent between steps, each standing for a step skipped before
-	inLine  bool          // it was held: it waits in line, where the host's answers may let it go before its steps
-	ahead   [4]float64    // random values drawn ahead, used first (see stepWait)
-	nAhead  int           // how many
-	untimed int           // the steps skipped before any of its attempts was timed (see heldWait)
-	until   time.Time     // when the wait before its next retry ends, when a step sets it; it waits r.floor at least
-	drift   time.Duration // how far its steps run ahead of plain backoff's (which drained the attempts they skipped, or waited a Retry-After from the step), or behind
-	late    time.Duration // how late the step its latest attempt stood for went; negative when early
-	left    heldStep      // the step a retry sent between steps left to come
+	n              int        // the attempts sent
+	skipped, extra int        // the steps of its own backoff that storm control skipped; its retries sent between steps, each standing for a step skipped before
+	inLine         bool       // it was held: it waits in line, where the host's answers may let it go before its steps
+	ahead          [4]float64 // random values drawn ahead, used first (see stepWait)
+	nAhead         int        // how many
+	untimed        int        // the steps skipped before any of its attempts was timed (see heldWait)
+	until          time.Time  // when the wait before its next retry ends, when a step sets it; it waits r.floor at least
+	// drift is how far its steps run ahead of plain backoff's (which
+	// drained the attempts they skipped, or waited a Retry-After from the
+	// step), or behind; late, how late the step its latest attempt stood
+	// for went, negative when early.
+	drift, late time.Duration
+	left        heldStep // the step a retry sent between steps left to come
 }
 
 // heldStep is a step of a held request's own backoff: when the step
@@ -185,10 +186,9 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 	// It is counted once. heldWait runs after a failed retry, which was
 	// timed (see retrier.sending), so its attempts are; m.took, written only
 	// by its request's goroutine, is read without h.mu.
-	early := times(r.m.untimed, r.m.took.avg)
-	r.m.untimed = 0
-	if left := r.m.left; !left.from.IsZero() {
-		r.m.left = heldStep{}
+	early, left := times(r.m.untimed, r.m.took.avg), r.m.left
+	r.m.untimed, r.m.left = 0, heldStep{}
+	if !left.from.IsZero() {
 		left.from = left.from.Add(early)
 		// Re-timed by what it was told (a longer one puts it off below):
 		// all of it, as plain backoff's attempt at the step would be told
@@ -234,8 +234,7 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 	if told { // it would go a whole Retry-After after plain backoff's last
 		return 0, StopHostGate, true
 	}
-	r.m.extra++
-	r.m.until, r.m.late, r.floor = r.sent.Add(early), 0, 0
+	r.m.extra, r.m.until, r.m.late, r.floor = r.m.extra+1, r.sent.Add(early), 0, 0
 	wait = max(r.m.until.Sub(now), 0)
 	return wait, r.cutShort(now, wait), true
 }

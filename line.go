@@ -29,11 +29,13 @@ type member struct {
 	// told is its latest failure: when it came (at), the Retry-After it
 	// was told (floor, zero when none; dated when it named an HTTP date),
 	// and its request's URL path, whose requests what it is told speaks for.
-	told     failure
-	heeded   time.Duration // told's Retry-After, when not over MaxRetryAfter; zero otherwise
-	took     attemptTime   // its own failed attempts' time: a skipped step stands for one; written only by its request's goroutine, which reads it without h.mu
-	drains   attemptTime   // how long their responses took to drain
-	ownSteps               // its place in its own backoff
+	told   failure
+	heeded time.Duration // told's Retry-After, when not over MaxRetryAfter; zero otherwise
+	// took is its own failed attempts' time (a skipped step stands for
+	// one), written only by its request's goroutine, which reads it
+	// without h.mu; drains, how long their responses took to drain.
+	took, drains attemptTime
+	ownSteps     // its place in its own backoff
 }
 
 // place is where a held request waits in line, shared under h.mu: for
@@ -121,8 +123,7 @@ func (h *host) skipTime(m *member) skipTimes {
 // window named to both; a long one told before that ends elsewhere, which
 // its request may still be waiting, is not what the host says now (a
 // review's groups: 91 of 2,442 rescues lost). h.mu is held.
-func (h *host) toldOnPath(m *member) time.Duration {
-	var longest time.Duration
+func (h *host) toldOnPath(m *member) (longest time.Duration) {
 	mine := m.told.at.Add(m.heeded)
 	for _, o := range h.members {
 		sameWindow := o.told.at.Add(o.heeded).Sub(mine).Abs() < time.Second // a rate limit's window, named to both
@@ -152,8 +153,7 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 // forward), or nil; while fresh requests come, the oldest beside a failing
 // path first, as they probe for the others but not for it (see
 // besideFailingPath). h.mu is held.
-func (h *host) firstWaiting(now time.Time) *member {
-	var first *member
+func (h *host) firstWaiting(now time.Time) (first *member) {
 	flowing := h.flowing(now)
 	for _, m := range h.members {
 		if m.waiting && !m.ownWait && h.mayGoBetween(m, now) {
@@ -313,8 +313,7 @@ func (h *host) probeAt(m *member) time.Time {
 // Date headers, each response's own; the line asking at the latest of them
 // asked a second into the next window (4 goroutines on a rate limit: 313 of
 // 1,200 rescues lost, none at the earliest). h.mu is held.
-func (h *host) pendingMoment() time.Time {
-	var first time.Time
+func (h *host) pendingMoment() (first time.Time) {
 	for _, o := range h.members {
 		end := o.told.at.Add(o.heeded)
 		if o.heeded > 0 && end.After(h.downSeen) {
@@ -348,12 +347,11 @@ func (h *host) momentCame(now, at time.Time) bool {
 // it skips. h.mu is held.
 func (h *host) stepGoes(m *member, now time.Time) bool {
 	stale := (!h.flowing(now) || h.besideFailingPath(m)) && !h.newsFor(m).After(m.newsUntil())
-	m.downNews = laterOf(m.downNews, h.downSeen)
+	answered := (h.run == 0 || h.pathFailed(m) == 0) && !h.toldToLine(m) // m.waitedLine as it was before this step
+	m.downNews, m.waitedLine = laterOf(m.downNews, h.downSeen), m.waitedLine || h.run == 0
 	if h.down() {
 		m.downStep = now
 	}
-	answered := (h.run == 0 || h.pathFailed(m) == 0) && !h.toldToLine(m)
-	m.waitedLine = m.waitedLine || h.run == 0
 	// Its path answering counts only while the host looks down: on a host
 	// with one path it never does then, as steps going whenever the host
 	// was not down put the shared client's peak after the return at 5.5x
