@@ -5,8 +5,10 @@ STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME     ?= 30s
 N            ?= 100000
 MODULES      := . $(wildcard examples) $(wildcard bench)
-# A race-enabled test binary sleeps 1 s as it exits, to let reports print;
-# the tests' reports are printed by then, and make test runs six of them.
+# A race-enabled test binary sleeps 1 s as it exits, so that a race between
+# goroutines that outlive the tests is still reported; the library's and
+# the examples' TestMain fail on such goroutines (relLeaks, goleak), and
+# make test runs six such binaries.
 GORACE       ?= atexit_sleep_ms=0
 export GORACE
 

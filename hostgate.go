@@ -141,8 +141,10 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	// toldOnPath).
 	m.told, m.heeded, m.fromLine, m.waitedLine = f, 0, false, false
 	h.says.note(m, f.floor > 0)
-	if f.floor > 0 && !f.overCap { // a moment named after one that came without the host's return: a rate window's end
+	if f.floor > 0 && !f.overCap {
 		m.heeded = f.floor
+		// A moment named after one that came without the host's return: a
+		// rate window's end.
 		end := f.at.Add(f.floor)
 		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
 		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
@@ -209,8 +211,11 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	// path goes first among those kept, its run at zero; the oldest kept
-	// goes when it was not among them (-1 wraps to it).
-	i := (h.pathAt(path) + pathsKept) % pathsKept
+	// goes when it was not among them.
+	i := h.pathAt(path)
+	if i < 0 {
+		i = pathsKept - 1
+	}
 	copy(h.paths[1:i+1], h.paths[:i])
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
@@ -333,7 +338,8 @@ func (s *hostSet) leave(m *member) {
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch h.members = slices.DeleteFunc(h.members, func(o *member) bool { return o == m }); len(h.members) {
+	i := slices.Index(h.members, m) // -1, and a panic below, were it to leave twice
+	switch h.members = slices.Delete(h.members, i, i+1); len(h.members) {
 	case 0:
 		s.byName.Delete(h.name)
 		s.active.Add(-1)

@@ -147,10 +147,11 @@ func (t *Transport) storm() *stormState {
 // ownStorm is storm for a request that failed, and for StormState: a copy
 // of a Transport in use builds its own here, from its own Storm (the
 // owner check cost the success path 1 ns of 27 in storm()). It builds the
-// storm control of a Transport's first request in place of p: nil, or the
-// state of the Transport it was copied from after that one's first use,
-// so that the copy's Storm applies to it. Two first requests racing here
-// may both build one, and only the first stored is ever used.
+// storm control of a Transport's first request in place of the state it
+// loaded: none, or that of the Transport it was copied from after that
+// one's first use, so that the copy's Storm applies to it. Two first
+// requests racing here may both build one, and only the first stored is
+// ever used.
 func (t *Transport) ownStorm() *stormState {
 	p := atomic.LoadPointer(&t.stormPtr)
 	if p != nil && (*stormState)(p).owner == t {
@@ -162,7 +163,8 @@ func (t *Transport) ownStorm() *stormState {
 	}
 	if c.budgeted() {
 		st.budget = cmp.Or(c.Budget, &Budget{})
-	} else if !c.NoHostGate { // a budget only ever with the gate off (see budgeted)
+	}
+	if !c.NoHostGate {
 		st.hosts = newHostSet(share)
 	}
 	atomic.CompareAndSwapPointer(&t.stormPtr, p, unsafe.Pointer(st)) // fails when a racing first request stored one first
