@@ -187,6 +187,7 @@ func TestBudgetWithTheHostGateOff(t *testing.T) {
 // nothing had told: 561 of 2,400 rescued over 12 seeds against plain
 // backoff's 635. Every seed rescues as plain backoff.
 func TestBurstThroughAnOutageRescuesAsPlainBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	burst := func(c StormControl, seed uint64) (rescued int) {
 		synctest.Test(t, func(t *testing.T) {
 			t0 := time.Now()
@@ -271,6 +272,7 @@ func TestBudgetNeverGoesBelowEmpty(t *testing.T) {
 // for 10 s send about as many retries as the 101 tokens the bucket earns,
 // plus those of a request left retrying alone, which is not asked.
 func TestBudgetBoundsRetriesWithTheHostGateOff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	synctest.Test(t, func(t *testing.T) {
 		var retries atomic.Int64
 		budget := &Budget{Burst: 1, Ratio: -1, Reserve: 10}

@@ -101,6 +101,7 @@ func TestHeldStepToldARetryAfterKeepsPlainBackoffsTimeline(t *testing.T) {
 // 1,327 rescues lost; 64 now that a request without a drain of its own
 // counts the others').
 func TestHeldRequestWhoseFailuresHadNoBodyDrainsAsTheOthers(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	rescued, lost := 0, 0
 	for upAt := 1800 * time.Millisecond; upAt <= 3600*time.Millisecond; upAt += 25 * time.Millisecond {
 		s := amongSlowBodies(upAt, func(at time.Duration) error {

@@ -86,6 +86,7 @@ func (g hangGroup) run(t *testing.T, c StormControl) (attempts []int, ok []bool)
 // each taken for an attempt as short, where plain backoff's hung (see
 // StormControl's exceptions), so the held request's steps come sooner.
 func TestRetryStillOutAtItsStepMakesNoAttemptMore(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(411, 412))
 	more, failed := 0, 0
 	for seed := range propertySeeds(150) {

@@ -234,6 +234,7 @@ func TestHeldPOSTIsNotHeldForRetriesItCannotMake(t *testing.T) {
 // Its waits now end at its life's steps, and a wait plain backoff would
 // not start is not started, cut or not.
 func TestReleasedHeldRequestStopsWhereItsOwnBackoffWould(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	for seed := range uint64(releaseSeeds) {
 		lAmong{seed: seed,
 			policy:     Policy{MaxRetries: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
@@ -359,6 +360,7 @@ func TestRetryAfterDoesNotHoldPastPlainBackoff(t *testing.T) {
 // that plain backoff, draining, never reaches (a differential hunt: 91 of
 // 3,000 seeds late, by up to 2.56 s).
 func TestSlowErrorBodiesCountInALifesSteps(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, lFirst := range []bool{false, true} {
 		t.Run(map[bool]string{false: "L among", true: "L first"}[lFirst], func(t *testing.T) {
 			slowErrorBodies(t, lFirst)
@@ -653,6 +655,7 @@ func TestRetryAfterFromAnEarlierOutageHoldsNothing(t *testing.T) {
 // last wait is then that Retry-After, and it is rare: 3 of 3,000 draws,
 // up to 1.3 s later, 1 of these 500.
 func TestRetryAfterOnFlappingHostsEndsNoLaterThanPlainBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(7, 7))
 	later, n := 0, propertySeeds(500)
 	for range n {
@@ -750,6 +753,7 @@ func TestSmallGroupOnAFlappingHostIsRescuedAsWithoutStormControl(t *testing.T) {
 // seeds, by up to 289 ms (a review's find). The wait now ends at the
 // life's next step when that comes first.
 func TestRetryAfterSpreadOfAHeldLifeIsItsOwn(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	ms := time.Millisecond
 	for seed := range uint64(propertySeeds(300)) {
 		f := flappingHost{pol: Policy{MaxRetries: 8, BaseDelay: 281 * ms, MaxDelay: 562 * ms, Jitter: JitterNone}, status: 503, ra: "1",
@@ -829,6 +833,7 @@ func TestRetryAloneJustBeforeAStepDoesNotPutItOff(t *testing.T) {
 // request now re-times the life's steps after it, as plain backoff's
 // waits follow it.
 func TestShorterRetryAfterToldLaterRetimesTheLife(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	ms := time.Millisecond
 	for seed := range uint64(propertySeeds(100)) {
 		f := flappingHost{pol: Policy{MaxRetries: 6, BaseDelay: 100 * ms, MaxDelay: 400 * ms}, status: 503, ra: "3", raLater: "1", raFrom: 2 * time.Second,

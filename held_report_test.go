@@ -142,6 +142,7 @@ func planHeld(t *testing.T, d, late, drawn time.Duration, ra int, u float64, lef
 // the deadline (its own, or plain backoff's: a retry more), and must not
 // stop where both its own wait and plain backoff's end inside.
 func TestPlanAgainstPlainBackoffGrid(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	ms := time.Millisecond
 	var cases, held, aheadStops, heldOnly int
 	for _, d := range []time.Duration{-300 * ms, 0, 100 * ms, 300 * ms, 700 * ms} {

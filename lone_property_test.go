@@ -144,6 +144,7 @@ func drawLoneClient(r *rand.Rand) loneClient {
 // client whose calls run one at a time sees every attempt, event and
 // outcome at the same moment with storm control on as off.
 func TestLoneClientSeesTheSameWithStormControl(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(3, 33))
 	for trial := range propertySeeds(300) {
 		c := drawLoneClient(r)

@@ -24,7 +24,7 @@ import (
 
 // soakDefaultN is the size of the soak that runs with every go test; make
 // soak sets HTTPRETRY_SOAK_N for a bigger one.
-const soakDefaultN = 3000
+const soakDefaultN = 1500
 
 const (
 	soakConcurrency = 64
