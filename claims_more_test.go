@@ -156,7 +156,10 @@ func TestRetryAfterIsWaitedWithoutBackoff(t *testing.T) {
 // error of Base does when Base fails the attempt with it: net/http's
 // HTTP/1 transport does, its HTTP/2 transport does not (the 200 comes
 // back); a keyless POST whose error the classifier retries stops as not
-// replayable (StopInvalid's doc, a review's find).
+// replayable (StopInvalid's doc, a review's find). net/http's HTTP/1
+// transport may instead report the connection's read error, which then
+// stops the call as any retryable error of a streamed body does
+// (StopBodyTooLarge).
 func TestStreamedBodyCloseErrorStopsAsBasesError(t *testing.T) {
 	t.Run("POST, retried error", func(t *testing.T) {
 		var stop StopReason
@@ -189,8 +192,17 @@ func TestStreamedBodyCloseErrorStopsAsBasesError(t *testing.T) {
 			switch {
 			case h2 && err != nil:
 				t.Errorf("HTTP/2: %v; want the answer, as net/http's HTTP/2 transport ignores the body's Close error", err)
-			case !h2 && (!errors.As(err, &e) || e.Reason != StopNotRetryable || !errors.Is(err, errCloseFailed)):
-				t.Errorf("HTTP/1: %v; want StopNotRetryable wrapping the body's Close error", err)
+			case h2:
+			case !errors.As(err, &e):
+				t.Errorf("HTTP/1: %v; want an *Error", err)
+			case errors.Is(err, errCloseFailed) && e.Reason != StopNotRetryable:
+				t.Errorf("HTTP/1: %v, %v; want StopNotRetryable wrapping the body's Close error", err, e.Reason)
+			case !errors.Is(err, errCloseFailed) && e.Reason != StopBodyTooLarge:
+				// net/http may report the connection's read error instead,
+				// its write loop having closed the connection on the Close
+				// error (one run in about fifteen under -race): a retryable
+				// error, and a streamed body that was not kept to send again.
+				t.Errorf("HTTP/1: %v, %v; want the body's Close error, or StopBodyTooLarge for net/http's own", err, e.Reason)
 			}
 		})
 	}
