@@ -374,6 +374,26 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 	}
 }
 
+// TestGateLinePaceCountsFromWhenTheProbeWent: a probe that took 200 ms to
+// fail told of the host when it went; the next goes the line's pace after
+// that, not after the failure came back (TestEverydayGroupsEndNoLaterOnAverage's
+// burst against a 200 ms server: 1.04x of plain backoff's mean when it did).
+func TestGateLinePaceCountsFromWhenTheProbeWent(t *testing.T) {
+	s, ms := failing(3) // fresh requests count as stopped from 10 ms on
+	h := ms[0].h
+	for _, m := range ms {
+		m.policy = Policy{BaseDelay: 100 * time.Millisecond} // a first pace of 50 ms at the mean
+		held(h, m, at(100))
+	}
+	if h.probing == nil || !h.probedAt.Equal(at(100)) {
+		t.Fatalf("no probe went at 100 ms: probing %v at %v", h.probing, h.probedAt.Sub(t0))
+	}
+	s.failed("h", h.probing, failure{at: at(300), sent: at(100)})
+	if want := at(150); !h.nextProbe.Equal(want) {
+		t.Errorf("after a probe sent at 100 ms failed at 300 ms, the next goes at %v; want %v", h.nextProbe.Sub(t0), want.Sub(t0))
+	}
+}
+
 func TestGatePauseOfFreshRequestsIsNotAGap(t *testing.T) {
 	_, ms := failing(3) // first attempts 1 ms apart
 	h := ms[0].h

@@ -135,7 +135,11 @@ func (h *host) toldOnPath(m *member) (longest time.Duration) {
 }
 
 // heard records at now the outcome of m's attempt: when m was the line's
-// probe, the next goes at the line's pace (rule 3). h.mu is held.
+// probe, the next goes at the line's pace (rule 3) after it went, as its
+// failure tells of the host then: counted from the failure, a probe that
+// took 200 ms put the next 200 ms later than the news asked, and a burst
+// of 200 against a 200 ms server had its median call at 1.19-1.23x of
+// plain backoff's on loopback (1.03-1.09x now). h.mu is held.
 func (h *host) heard(m *member, now time.Time, failed bool) {
 	if m == nil || h.probing != m {
 		return
@@ -144,7 +148,7 @@ func (h *host) heard(m *member, now time.Time, failed bool) {
 		h.missed++
 		h.pace = m.policy.Delay(h.missed, h.pace, 0.5)
 	}
-	h.probing, h.nextProbe = nil, now.Add(max(h.gap, h.pace))
+	h.probing, h.nextProbe = nil, h.probedAt.Add(max(h.gap, h.pace))
 	h.firstWaiting(now).nudge()
 }
 
