@@ -1127,9 +1127,15 @@ func runUniformRetryAfter(t *testing.T, sc StormControl, fixed bool) (l uniformO
 // fail the downAfter attempts in a row that prove the outage by L's first
 // retry, as the search's three did before proof needed them; with five,
 // L was first held later and lost its rescue to the host's flapping.)
+// L's backoff is 1 ms shorter than the others': every wait here is drawn
+// at 0.5, and the line's probe, paced by the same backoff from L's first
+// attempt, failed at the very instant of L's step, so that goroutine
+// order chose whether L saw it (since the pace counts from when a probe
+// went: see host.heard).
 func TestStepARetryIsDueAtGoesByTheStepsRules(t *testing.T) {
 	ms := time.Millisecond
 	f := flappingHost{pol: Policy{MaxRetries: 5, BaseDelay: 539 * ms, MaxDelay: 539 * ms, Jitter: JitterEqual}, status: 503,
+		lPol: &Policy{MaxRetries: 5, BaseDelay: 538 * ms, MaxDelay: 538 * ms, Jitter: JitterEqual},
 		up: 1450 * ms, down2: 1801 * ms, lat: 124 * ms, lStart: 692 * ms, lDead: 1722 * ms,
 		bg: []time.Duration{331 * ms, 2269 * ms, 156 * ms, 0, 20 * ms, 40 * ms, 60 * ms, 80 * ms, 100 * ms, 120 * ms, 140 * ms, 160 * ms, 180 * ms, 200 * ms, 220 * ms, 240 * ms}, calls: 6, gap: 321 * ms}
 	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
