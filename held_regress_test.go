@@ -1135,9 +1135,9 @@ func runUniformRetryAfter(t *testing.T, sc StormControl, fixed bool) (l uniformO
 func TestStepARetryIsDueAtGoesByTheStepsRules(t *testing.T) {
 	ms := time.Millisecond
 	f := flappingHost{pol: Policy{MaxRetries: 5, BaseDelay: 539 * ms, MaxDelay: 539 * ms, Jitter: JitterEqual}, status: 503,
-		lPol: &Policy{MaxRetries: 5, BaseDelay: 538 * ms, MaxDelay: 538 * ms, Jitter: JitterEqual},
 		up: 1450 * ms, down2: 1801 * ms, lat: 124 * ms, lStart: 692 * ms, lDead: 1722 * ms,
 		bg: []time.Duration{331 * ms, 2269 * ms, 156 * ms, 0, 20 * ms, 40 * ms, 60 * ms, 80 * ms, 100 * ms, 120 * ms, 140 * ms, 160 * ms, 180 * ms, 200 * ms, 220 * ms, 240 * ms}, calls: 6, gap: 321 * ms}
+	f.lPol = &Policy{MaxRetries: 5, BaseDelay: 538 * ms, MaxDelay: 538 * ms, Jitter: JitterEqual}
 	on, off := f.run(t, StormControl{}), f.run(t, stormOff)
 	if off.code != 200 {
 		t.Fatalf("plain backoff got %d: the arrangement must rescue L", off.code)
