@@ -39,9 +39,10 @@ const DefaultReleaseShare = 0.25
 // window (see ReleaseShare); while no fresh requests reach the host (or,
 // while they are few, once a moment a Retry-After named has come), the
 // line sends its oldest held retry alone, now and then, as a probe paced
-// as a backoff. When the host's latest failures, two or more in a row,
-// are on another path, neither they nor fresh requests tell of the
-// request's path: its news is the latest failure on any other path.
+// as a backoff from when the one before went. When the host's latest
+// failures, two or more in a row, are on another path, neither they nor
+// fresh requests tell of the request's path: its news is the latest
+// failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the time
