@@ -20,29 +20,32 @@ const DefaultReleaseShare = 0.25
 //
 // The model, per host: a retry that has waited its own backoff goes, as
 // without storm control, unless another request to the host is retrying
-// and either the host is proven down (none of its last 16 attempts
-// answered, in an outage at least two failed attempts' time old; but not
-// for a request whose path answered lately and has not failed 16 attempts
-// since, so that a dead endpoint holds back no other) or a Retry-After
-// told the request to wait out the outage under way (not one that has
-// named a rate window's end); then it is held. A held request keeps its
-// own backoff's steps, drawn as plain backoff draws them: at each it goes
-// if the host may be back (its latest outcome, or its path's, is an
-// answer, though at the first step after one not if the request's
-// Retry-After may have named the host's return; or its path answers, as
-// above; or, while no fresh requests come, no failure is newer than the
-// request's own news of it, a Retry-After being news until the moment it
-// named) or if the step is its last, and otherwise
+// and either the host is proven down or a Retry-After told the request to
+// wait out the outage under way; then it is held. A held request keeps
+// its own backoff's steps, drawn as plain backoff draws them: at each it
+// goes if the host may be back or the step is its last, and otherwise
 // skips the step, counted as an attempt that failed. Between steps it
 // waits in the host's line, which the host's answers empty, oldest first,
 // at a pace that grows with answers and halves on failures, as TCP's
-// window (see ReleaseShare); while no fresh requests reach the host (or,
-// while they are few, once a moment a Retry-After named has come), the
-// line sends its oldest held retry alone, now and then, as a probe paced
-// as a backoff from when the one before went. When the host's latest
-// failures, two or more in a row, are on another path, neither they nor
-// fresh requests tell of the request's path: its news is the latest
-// failure on any other path.
+// window (see ReleaseShare); while no fresh requests reach the host, the
+// line sends its oldest held retry alone, now and then, as a probe.
+//
+// The terms, precisely. Proven down: none of the host's last 16 attempts
+// answered, in an outage at least two failed attempts' time old; but not
+// for a request whose path answered lately and has not failed 16 attempts
+// since, so that a dead endpoint holds back no other. A Retry-After holds
+// only for the outage under way, and not one that has named a rate
+// window's end. The host may be back for a request when its latest
+// outcome, or its path's, is an answer (though at the first step after one
+// not if the request's Retry-After may have named the host's return), when
+// its path answers (as for proven down), or, while no fresh requests come,
+// when no failure is newer than the request's own news of it, a
+// Retry-After being news until the moment it named. The line also probes
+// while fresh requests are few, once a moment a Retry-After named has
+// come; each probe is paced as a backoff from when the one before went.
+// When the host's latest failures, two or more in a row, are on another
+// path, neither they nor fresh requests tell of the request's path: its
+// news is the latest failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the time
