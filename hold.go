@@ -169,16 +169,12 @@ func (r *retrier) lastStep(k int, at time.Time) bool {
 }
 
 // heldWait returns the wait before the next retry of a held request when
-// its steps set it (set): after a retry sent between steps, until the step
-// it left to come (its own backoff from now when the retry was still out
-// at it), re-timed by the Retry-After it was told, or none, and no earlier
-// than that Retry-After's end; after a step that went early,
-// its attempts not yet timed (see early below), and was the last plain
-// backoff sends, until plain backoff sends it, as it goes again then.
-// Otherwise a retry between steps told a Retry-After that outlasts the
-// step stood for it, unless that step is its last, and the steps after
-// one that went early or late are put off or brought forward by as much
-// (see plan).
+// its steps set it (set): after a retry sent between steps, as leftWait
+// says; after a step that went early, its attempts not yet timed (see
+// early below), and was the last plain backoff sends, until plain backoff
+// sends it, as it goes again then. Otherwise the steps after one that
+// went early or late are put off or brought forward by as much (see
+// plan).
 func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait time.Duration, stop StopReason, set bool) {
 	// early: how much later than its own steps plain backoff's come. Each
 	// step skipped before any of its attempts was timed stood for an
@@ -190,37 +186,7 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 	r.m.untimed, r.m.left = 0, heldStep{}
 	if !left.from.IsZero() {
 		left.from = left.from.Add(early)
-		// Re-timed by what it was told (a longer one puts it off below):
-		// all of it, as plain backoff's attempt at the step would be told
-		// it again, or, when it named a date, what is left of it then, as
-		// the date is the same whoever is told it.
-		toldLeft := floor
-		if r.m.told.dated {
-			toldLeft = max(r.m.told.at.Add(r.m.told.floor).Sub(left.from), 0)
-		}
-		left.floor = min(left.floor, toldLeft)
-		if left.at().Before(now) {
-			// Still out at its step: the step waits its own backoff from
-			// the failure, as plain backoff's next waits from its attempt's
-			// (sent at once, it made an attempt more than plain backoff).
-			// A step waited in line (see waitInLine) has none left: its
-			// backoff ended at it. Waiting it again from the failure moved
-			// no drawn hunt past its spread (300 groups on a host of limited
-			// capacity: 317 of 3,966 rescues lost, 301-318 without).
-			left.from = now
-		}
-		if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
-			r.m.late, r.m.until, r.floor = 0, at, floor
-			wait = max(at.Sub(now), floor)
-			return wait, r.cutShort(now, wait), true
-		}
-		// Told a Retry-After that outlasts the step, the retry stood for
-		// that step, sent early: it waits from there as plain backoff would.
-		// Not for its last step (above), by MaxRetries or by the deadline or
-		// MaxElapsed: the request would have none left to go, where plain
-		// backoff's goes and may find the host back.
-		r.m.extra, r.m.late = r.m.extra-1, r.sent.Sub(left.at())
-		return 0, StopNone, false
+		return r.leftWait(now, left, floor, told)
 	}
 	if early == 0 {
 		return 0, StopNone, false
@@ -237,6 +203,46 @@ func (r *retrier) heldWait(now time.Time, floor time.Duration, told bool) (wait 
 	r.m.extra, r.m.until, r.m.late, r.floor = r.m.extra+1, r.sent.Add(early), 0, 0
 	wait = max(r.m.until.Sub(now), 0)
 	return wait, r.cutShort(now, wait), true
+}
+
+// leftWait returns the wait after a retry sent between steps: until left,
+// the step it left to come (its own backoff from now when the retry was
+// still out at it), re-timed by the Retry-After it was told, or none, and
+// no earlier than that Retry-After's end. A Retry-After that outlasts the
+// step makes the retry stand for that step, unless the step is its last
+// (set false: it waits as plain backoff would from there).
+func (r *retrier) leftWait(now time.Time, left heldStep, floor time.Duration, told bool) (wait time.Duration, stop StopReason, set bool) {
+	// Re-timed by what it was told (a longer one puts it off below): all
+	// of it, as plain backoff's attempt at the step would be told it
+	// again, or, when it named a date, what is left of it then, as the
+	// date is the same whoever is told it.
+	toldLeft := floor
+	if r.m.told.dated {
+		toldLeft = max(r.m.told.at.Add(r.m.told.floor).Sub(left.from), 0)
+	}
+	left.floor = min(left.floor, toldLeft)
+	if left.at().Before(now) {
+		// Still out at its step: the step waits its own backoff from the
+		// failure, as plain backoff's next waits from its attempt's (sent
+		// at once, it made an attempt more than plain backoff). A step
+		// waited in line (see waitInLine) has none left: its backoff ended
+		// at it. Waiting it again from the failure moved no drawn hunt past
+		// its spread (300 groups on a host of limited capacity: 317 of
+		// 3,966 rescues lost, 301-318 without).
+		left.from = now
+	}
+	if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
+		r.m.late, r.m.until, r.floor = 0, at, floor
+		wait = max(at.Sub(now), floor)
+		return wait, r.cutShort(now, wait), true
+	}
+	// Told a Retry-After that outlasts the step, the retry stood for that
+	// step, sent early: it waits from there as plain backoff would. Not
+	// for its last step (above), by MaxRetries or by the deadline or
+	// MaxElapsed: the request would have none left to go, where plain
+	// backoff's goes and may find the host back.
+	r.m.extra, r.m.late = r.m.extra-1, r.sent.Sub(left.at())
+	return 0, StopNone, false
 }
 
 // place returns where the held request waits in line for its step at

@@ -119,37 +119,11 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !f.sent.IsZero() {
-		took := max(f.at.Sub(f.sent), 0)
-		h.took.note(took)
-		m.took.note(took)
-	}
-	sent := cmp.Or(f.sent, f.at)  // what the failure tells of: the host when the attempt went
-	if f.path != h.failing.path { // the failures before it were on another path
-		h.failing, h.failPathFrom = pathRun{path: f.path}, h.downSeen
-	}
-	h.failing.run++
-	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
+	sent := h.noteAttempt(m, f)
 	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
 		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
-	// f is m's latest failure (see member.told). Its Retry-After, if any,
-	// is heeded unless over MaxRetryAfter (never waited, it times no step;
-	// a floor is never negative), and tells of the host whether its
-	// failures say one and whether the moments they name are a rate
-	// window's ends (see host.windows); m's path's held steps read it (see
-	// toldOnPath).
-	m.told, m.heeded, m.fromLine, m.waitedLine = f, 0, false, false
-	h.says.note(m, f.floor > 0)
-	if f.floor > 0 && !f.overCap {
-		m.heeded = f.floor
-		// A moment named after one that came without the host's return: a
-		// rate window's end.
-		end := f.at.Add(f.floor)
-		came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
-		h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
-		h.named = laterOf(h.named, end)
-	}
+	h.noteTold(m, f, sent)
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart = f.at
 	}
@@ -170,6 +144,45 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.share, h.releasedSinceHalved = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
 	}
+}
+
+// noteAttempt records the time f's attempt took, its path among the
+// failing ones, and when it went, which it returns: what the failure tells
+// of is the host when the attempt went. h.mu is held.
+func (h *host) noteAttempt(m *member, f failure) (sent time.Time) {
+	if !f.sent.IsZero() {
+		took := max(f.at.Sub(f.sent), 0)
+		h.took.note(took)
+		m.took.note(took)
+	}
+	sent = cmp.Or(f.sent, f.at)
+	if f.path != h.failing.path { // the failures before it were on another path
+		h.failing, h.failPathFrom = pathRun{path: f.path}, h.downSeen
+	}
+	h.failing.run++
+	m.downNews, h.downSeen = sent, laterOf(h.downSeen, sent)
+	return sent
+}
+
+// noteTold makes f m's latest failure (see member.told). Its Retry-After,
+// if any, is heeded unless over MaxRetryAfter (never waited, it times no
+// step; a floor is never negative), and tells of the host whether its
+// failures say one and whether the moments they name are a rate window's
+// ends (see host.windows); m's path's held steps read it (see
+// toldOnPath). h.mu is held.
+func (h *host) noteTold(m *member, f failure, sent time.Time) {
+	m.told, m.heeded, m.fromLine, m.waitedLine = f, 0, false, false
+	h.says.note(m, f.floor > 0)
+	if f.floor <= 0 || f.overCap {
+		return
+	}
+	m.heeded = f.floor
+	// A moment named after one that came without the host's return: a
+	// rate window's end.
+	end := f.at.Add(f.floor)
+	came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
+	h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
+	h.named = laterOf(h.named, end)
 }
 
 // join adds m to the named host's retrying requests, creating its state,
