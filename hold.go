@@ -297,8 +297,10 @@ func (r *retrier) drawn(i int) float64 {
 func (r *retrier) useDrawn(n int) { r.m.nAhead = copy(r.m.ahead[:], r.m.ahead[n:r.m.nAhead]) }
 
 // random returns the next random value: one drawn ahead (see stepWait),
-// or a new one.
+// or a new one. It is used only once drawn, so that a Random that panics
+// reaches the caller as its own panic.
 func (r *retrier) random() float64 {
-	defer r.useDrawn(1) // once drawn
-	return r.drawn(0)
+	u := r.drawn(0)
+	r.useDrawn(1)
+	return u
 }
