@@ -191,3 +191,37 @@ func TestNoBodyResponseStaysNoBodyWithAnAttemptTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestOnRetryThatBlocksPastTheDeadlineEndsTheRequestThen: the request
+// waits for its OnRetry, which the library cannot cut short; when the
+// deadline passes meanwhile, the retry goes with the ended context, which
+// a Base such as net/http's fails at once, and the request ends then with
+// the outcome before it and StopDeadline (a newcomer trial's case, now in
+// the OnRetry doc).
+func TestOnRetryThatBlocksPastTheDeadlineEndsTheRequestThen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answered, stop := 0, StopNone
+		tr := &Transport{Random: half, Policy: Policy{MaxRetries: 3, BaseDelay: 10 * time.Millisecond},
+			OnRetry:  func(RetryEvent) { time.Sleep(500 * time.Millisecond) },
+			OnGiveUp: func(e RetryEvent) { stop = e.Stop },
+			Base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if err := req.Context().Err(); err != nil { // as net/http's Transport does
+					return nil, err
+				}
+				answered++
+				return response(503, "busy"), nil
+			})}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(httptest.NewRequestWithContext(ctx, "GET", "http://h/", nil))
+		if err != nil {
+			t.Fatalf("got %v, want the first attempt's 503", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != 503 || string(b) != "busy" || answered != 1 || stop != StopDeadline || took != 505*time.Millisecond {
+			t.Errorf("got %d %q, %d answered, after %v, stop %v; want 503 \"busy\", 1 answered, once OnRetry returned (505 ms), StopDeadline", resp.StatusCode, b, answered, took, stop)
+		}
+	})
+}

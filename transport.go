@@ -198,7 +198,11 @@ type Transport struct {
 	// OnRetry, when set, is called once before each retry is sent, after
 	// its wait, with the time it waited (see RetryEvent.Wait). It runs on
 	// the goroutine that called RoundTrip and must be safe for concurrent
-	// use when the Transport is.
+	// use when the Transport is. The request waits for it: when the
+	// caller's context ends meanwhile, the retry goes to Base with that
+	// context, which net/http's Transport fails at once, and the request
+	// ends as a retry the deadline cut off (the outcome before it, and
+	// OnGiveUp with StopDeadline) or as a canceled one.
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called once when a request ends on an outcome
