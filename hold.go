@@ -73,15 +73,21 @@ func (m *member) pause(ctx context.Context, d time.Duration) error {
 }
 
 // waitInLine waits, in its host's line, until due, the step of a request
-// held before: the line may let it go before (went), as between steps,
-// but not before the Retry-After it was told; stop says why it stopped
-// waiting, the deadline or a cancel.
+// held before: the line may let it go before (went), but not before the
+// Retry-After it was told: as a retry between steps, standing for a step
+// it skipped, or, with none left (spent on the line's probes), as the
+// step at due itself, sent early (see host.mayGoEarly); stop says why it
+// stopped waiting, the deadline or a cancel.
 func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, stop StopReason) {
 	m := r.m
 	m.h.enqueue(m, r.place(due, true))
 	for now := time.Now(); now.Before(due); now = time.Now() {
 		if send, wake := m.h.poll(m, now, false, false); send { // released by the host's answers
-			m.extra, m.left = m.extra+1, heldStep{from: due}
+			if m.extra < m.skipped { // a retry between steps, standing for one skipped
+				m.extra, m.left = m.extra+1, heldStep{from: due}
+			} else { // the step itself, sent early: the steps after it keep their times (see plan)
+				m.late = now.Sub(due)
+			}
 			return true, StopNone
 		} else if err := m.pause(ctx, earlierOf(wake, due).Sub(now)); err != nil {
 			return false, stopFor(err)

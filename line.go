@@ -185,7 +185,7 @@ func (h *host) nudgeHeld(now time.Time, graceOnly bool) {
 func (h *host) release(now time.Time) {
 	freed := false
 	for i := 0; i < len(h.members) && h.credit >= 1; i++ {
-		if m := h.members[i]; m.waiting && h.mayGoBetween(m, now) {
+		if m := h.members[i]; m.waiting && (h.mayGoBetween(m, now) || h.mayGoEarly(m, now)) {
 			h.credit--
 			m.waiting, m.released, h.releasedSinceHalved, freed = false, true, true, true
 			m.nudge()
@@ -195,6 +195,16 @@ func (h *host) release(now time.Time) {
 	if freed {
 		h.firstWaiting(now).nudge() // a new oldest in line may probe
 	}
+}
+
+// mayGoEarly reports whether m, waiting through its own backoff with no
+// skipped step left to stand for (see place.spare), may be let go by the
+// line's credit as that step itself, sent early: once the host answers,
+// the Retry-After it was told has ended, and another request to the host
+// is retrying (alone, it waits its backoff whole). Its later steps keep
+// plain backoff's times (see waitInLine). h.mu is held.
+func (h *host) mayGoEarly(m *member, now time.Time) bool {
+	return m.ownWait && !m.spare && h.run == 0 && !now.Before(m.notBefore) && len(h.members) > 1
 }
 
 // ask decides, once m's retry has waited its own backoff, whether it is
