@@ -81,7 +81,7 @@ type host struct {
 	paths               [pathsKept]pathRun    // the paths that answered last, newest first
 	failing             pathRun               // the path of the latest failed attempt, and its failures in a row (see besideFailingPath)
 	failPathFrom        time.Time             // when the latest failure on another path than failing's went, or later
-	shedSinceBack       bool                  // an attempt failed since backAt (see sheds)
+	calm                int                   // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 }
 
@@ -129,7 +129,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 		h.outageStart = f.at
 	}
 	h.run++
-	h.shedSinceBack = true
+	if !sent.Before(h.backAt) { // an attempt that went before the host came back tells of it down
+		h.calm = 0
+	}
 	if i := h.pathAt(f.path); i >= 0 {
 		h.paths[i].run++
 	}
@@ -235,8 +237,9 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
 	if back {
-		h.backAt, h.lastDown, h.shedSinceBack = now, h.downSeen, false
+		h.backAt, h.lastDown, h.calm = now, h.downSeen, downAfter
 	}
+	h.calm = min(h.calm+1, downAfter)
 	h.run, h.missed, h.pace = 0, 0, 0
 	if first {
 		h.noteFresh(now)

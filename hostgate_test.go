@@ -917,18 +917,21 @@ func freshComing(h *host, last time.Time) {
 // let it go as that step, sent early, rather than leave it waiting for a
 // step that may come a second after the host is back (a burst of 200
 // against a 200 ms server on loopback: the last call 1.39-1.67 s after the
-// return in 3 of 13 runs, against plain backoff's 0.91-1.15 s). Alone, or
-// before the end of a Retry-After it was told, it still waits.
+// return in 3 of 13 runs, against plain backoff's 0.91-1.15 s). Alone,
+// before the end of a Retry-After it was told, or for its last step, which
+// plain backoff sends later, it still waits.
 func TestGateLetsAnOwnStepGoEarlyOnceTheHostAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		alone     bool
 		notBefore time.Time
+		last      bool
 		released  bool
 	}{
-		{"beside another", false, time.Time{}, true},
-		{"alone", true, time.Time{}, false},
-		{"told a Retry-After", false, far, false},
+		{"beside another", false, time.Time{}, false, true},
+		{"alone", true, time.Time{}, false, false},
+		{"told a Retry-After", false, far, false, false},
+		{"its last step", false, time.Time{}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(2)
@@ -936,7 +939,7 @@ func TestGateLetsAnOwnStepGoEarlyOnceTheHostAnswers(t *testing.T) {
 			if tc.alone {
 				s.leave(ms[0])
 			}
-			h.enqueue(m, place{nextAt: far, ownWait: true, notBefore: tc.notBefore}) // no skipped step to spare
+			h.enqueue(m, place{nextAt: far, ownWait: true, notBefore: tc.notBefore, last: tc.last}) // no skipped step to spare
 			for i := range 20 {
 				if m.released {
 					break
@@ -951,25 +954,29 @@ func TestGateLetsAnOwnStepGoEarlyOnceTheHostAnswers(t *testing.T) {
 }
 
 // TestHeldStepGoesOnAnAnswerOnlyWhileTheHostShedsNothing: back from an
-// outage, a host that fails an attempt while it answers others is at its
+// outage, a host that fails attempts while it answers others is at its
 // capacity, as a fleet's backlog finds it: a held step that finds an
 // answer its latest outcome then waits for the line's releases, which
-// pace the backlog, rather than go with every other such step (the
-// virtual fleet through one shared Transport, seeds 1-3: peak after the
-// outage 3.85-4.04x of capacity before, 2.83-3.01x now; plain backoff
-// 5.29x). A host that answers everything since its return (one that
-// flaps, or a slow one) still lets the step go, and so do failures on
-// another path, which tell nothing of the step's.
+// pace the backlog, rather than go with every other such step (see
+// host.sheds for the figures). A host that has answered everything since
+// its return, or since its latest such failure for downAfter answers in a
+// row, lets the step go; so do failures of attempts sent before its
+// return, which tell of it down, and failures on another path, which tell
+// nothing of the step's.
 func TestHeldStepGoesOnAnAnswerOnlyWhileTheHostShedsNothing(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		shed bool   // two failures between two answers
-		path string // theirs; the step's is ""
-		goes bool
+		name    string
+		shed    bool   // two failures between two answers
+		path    string // theirs; the step's is ""
+		sent    int    // when their attempts went, in ms
+		answers int    // answers after them
+		goes    bool
 	}{
-		{"nothing shed since the return", false, "", true},
-		{"a shed on its path", true, "", false},
-		{"sheds on another path", true, "/other", true},
+		{"nothing shed since the return", false, "", 0, 1, true},
+		{"a shed on its path", true, "", 7, 1, false},
+		{"a shed, then answers in a row", true, "", 7, downAfter, true},
+		{"failures of attempts sent before the return", true, "", 4, 1, true},
+		{"sheds on another path", true, "/other", 7, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3) // fresh requests flowing, the host down
@@ -977,12 +984,15 @@ func TestHeldStepGoesOnAnAnswerOnlyWhileTheHostShedsNothing(t *testing.T) {
 			if !holdAt(h, ms[1], at(3)) {
 				t.Fatal("not held in an outage with others retrying")
 			}
-			answerAt(s, h, 6, 1) // back
+			h.enqueue(ms[1], place{nextAt: far}) // no skipped step to spare: only its step lets it go
+			answerAt(s, h, 6, 1)                 // back
 			if tc.shed {
-				s.failed("h", ms[2], failure{at: at(7), sent: at(7), path: tc.path})
-				s.failed("h", ms[2], failure{at: at(8), sent: at(8), path: tc.path})
+				s.failed("h", ms[2], failure{at: at(7), sent: at(tc.sent), path: tc.path})
+				s.failed("h", ms[2], failure{at: at(8), sent: at(tc.sent + 1), path: tc.path})
 			}
-			h.answered(at(9), ms[1].told.path, nil, false, s.share)
+			for i := range tc.answers {
+				h.answered(at(9).Add(time.Duration(i)*time.Microsecond), ms[1].told.path, nil, false, s.share)
+			}
 			if send, _ := h.poll(ms[1], at(10), true, false); send != tc.goes {
 				t.Errorf("step went %v, want %v", send, tc.goes)
 			}

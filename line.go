@@ -197,14 +197,17 @@ func (h *host) release(now time.Time) {
 	}
 }
 
-// mayGoEarly reports whether m, waiting through its own backoff with no
-// skipped step left to stand for (see place.spare), may be let go by the
-// line's credit as that step itself, sent early: once the host answers,
-// the Retry-After it was told has ended, and another request to the host
-// is retrying (alone, it waits its backoff whole). Its later steps keep
-// plain backoff's times (see waitInLine). h.mu is held.
+// mayGoEarly reports whether m, held before and waiting through its own
+// backoff with no skipped step left to stand for (see place.spare: none
+// skipped, or each stood for by a retry between steps, as the line's
+// probes are), may be let go by the line's credit as that step itself,
+// sent early: once the host answers, the Retry-After it was told has
+// ended, and another request to the host is retrying (alone, it waits its
+// backoff whole); not its last step, which plain backoff sends later,
+// when the host may have come back for good. Its later steps keep plain
+// backoff's times (see waitInLine). h.mu is held.
 func (h *host) mayGoEarly(m *member, now time.Time) bool {
-	return m.ownWait && !m.spare && h.run == 0 && !now.Before(m.notBefore) && len(h.members) > 1
+	return m.ownWait && !m.spare && !m.last && h.run == 0 && !now.Before(m.notBefore) && len(h.members) > 1
 }
 
 // ask decides, once m's retry has waited its own backoff, whether it is
@@ -374,15 +377,16 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 }
 
 // sheds reports whether the host, back from down, has failed an attempt
-// since while it answers others: at its capacity, as a backlog coming
-// back finds it, so that held steps wait for the line's releases, which
-// pace them, rather than all go on the next answer (the virtual fleet
-// through one shared Transport, seeds 1-3: its peak after the outage
-// 3.85-4.04x of capacity when they went, 2.83-3.01x now, plain backoff
-// 5.29x). A host that answers all since (one that flaps, or a slow one)
-// sheds nothing; nor do failures on another path, which tell nothing of
-// m's (see besideFailingPath). h.mu is held.
-func (h *host) sheds(m *member) bool { return h.shedSinceBack && !h.besideFailingPath(m) }
+// sent since, and not answered downAfter in a row after it: at its
+// capacity, as a backlog coming back finds it, so that held steps wait
+// for the line's releases, which pace them, rather than all go on the
+// next answer (the virtual fleet through one shared Transport, seeds 1-3:
+// its peak after the outage 3.85-4.04x of capacity when they went,
+// 2.83-3.01x now, plain backoff 5.29x). A host that answers all it is sent
+// once back (one that flaps, or a slow one) sheds nothing; failures on
+// another path, while the latest two or more are (see besideFailingPath),
+// tell nothing of m's. h.mu is held.
+func (h *host) sheds(m *member) bool { return h.calm < downAfter && !h.besideFailingPath(m) }
 
 // newsUntil returns until when m's own news of its path holds: when the
 // latest failure it acted on went or, when its latest failure was told a
