@@ -75,9 +75,10 @@ func (m *member) pause(ctx context.Context, d time.Duration) error {
 // waitInLine waits, in its host's line, until due, the step of a request
 // held before: the line may let it go before (went), but not before the
 // Retry-After it was told: as a retry between steps, standing for a step
-// it skipped, or, with none left (spent on the line's probes), as the
-// step at due itself, sent early (see host.mayGoEarly); stop says why it
-// stopped waiting, the deadline or a cancel.
+// it skipped, or, with none left to stand for (each stood for already, as
+// by the line's probes), as the step at due itself, sent early (see
+// host.mayGoEarly); stop says why it stopped waiting, the deadline or a
+// cancel.
 func (r *retrier) waitInLine(ctx context.Context, due time.Time) (went bool, stop StopReason) {
 	m := r.m
 	m.h.enqueue(m, r.place(due, true))
