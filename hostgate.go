@@ -72,7 +72,7 @@ type host struct {
 	gaps                int                   // samples in gap, up to gapWeight
 	share, credit       float64               // releases each answer earns, and those earned, not yet used
 	releasedSinceHalved bool                  // a release happened since share was last halved
-	says                latest[bool]          // whether its failures came with a Retry-After
+	says                latest[time.Duration] // the Retry-After its failures came with, zero when none
 	probing             *member               // the line's probe whose outcome is awaited
 	nextProbe, probedAt time.Time             // the next probe goes no earlier; when the line's latest probe went
 	missed              int                   // the line's probes failed in a row
@@ -121,7 +121,7 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sent := h.noteAttempt(m, f)
-	if h.says.v && f.floor == 0 { // a retry kept from going between its steps by the Retry-After may now probe
+	if f.floor < h.says.v { // a shorter Retry-After, or none: a retry kept from going between its steps by the longer may now go
 		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
 	h.noteTold(m, f, sent)
@@ -176,7 +176,7 @@ func (h *host) noteAttempt(m *member, f failure) (sent time.Time) {
 // toldOnPath). h.mu is held.
 func (h *host) noteTold(m *member, f failure, sent time.Time) {
 	m.told, m.heeded, m.fromLine, m.waitedLine = f, 0, false, false
-	h.says.note(m, f.floor > 0)
+	h.says.note(m, f.floor)
 	if f.floor <= 0 || f.overCap {
 		return
 	}
