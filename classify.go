@@ -137,9 +137,11 @@ func classifyError(err error) (bool, string) {
 		// seen first by another of net/http's goroutines.
 		return true, "connection closed before a response"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		// No response means the error came first. A head cut off inside a
-		// line reaches here as net/http's malformed response, which cannot
-		// be told from a server that does not speak HTTP: not retried.
+		// No response means the error came first: also a head cut off
+		// between its lines, or inside its reason phrase or a header's
+		// value. One cut inside its status code or a header's name reaches
+		// net/http as a malformed response, which cannot be told from a
+		// server that does not speak HTTP, and is not retried.
 		return true, "connection closed before a response"
 	case isTimeout(err):
 		return true, "network timeout"

@@ -341,11 +341,13 @@ func TestFaultResetBeforeResponse(t *testing.T) {
 	relWaitConns(t, srv.ln, base)
 }
 
-// TestFaultResetMidHeaders: a connection that breaks between header lines
-// is retried. One that breaks inside a line leaves net/http with a
-// malformed line (its EOF is not in the error), which cannot be told from a
-// server that sends garbage without matching error strings: that is
-// returned after one attempt, as a not-retryable error.
+// TestFaultResetMidHeaders: a connection that breaks between header
+// lines, or inside the reason phrase or a header's value (net/http's
+// unexpected EOF), is retried. One that breaks inside the status code or
+// a header's name leaves net/http with a malformed line (its EOF is not in
+// the error), which cannot be told from a server that sends garbage
+// without matching error strings: that is returned after one attempt, as
+// a not-retryable error.
 func TestFaultResetMidHeaders(t *testing.T) {
 	relNoLeaks(t)
 	for _, tc := range []struct {
@@ -355,6 +357,8 @@ func TestFaultResetMidHeaders(t *testing.T) {
 		{"HTTP/1.1 200 OK\r\n", true},
 		{"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n", true},
 		{"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\n", true},
+		{"HTTP/1.1 503 Serv", true},
+		{"HTTP/1.1 200 OK\r\nContent-Type: text/pl", true},
 		{"HTTP/1.1 200 OK\r\nContent-Le", false},
 		{"HTTP/1.1 2", false},
 	} {
