@@ -35,16 +35,20 @@ func smallCapacityHost(back time.Duration, conc int, serve, fail time.Duration) 
 	}
 }
 
-// TestSharedClientOnAHostBackAtASmallCapacity keeps a known loss in view
-// (README, trade-offs): 50 requests through one Transport, the default
-// Policy, a host down for 1.5 s and then serving 5 at a time (100 ms
-// each), failing the rest at once or after 200 ms. Storm control
-// rescues fewer than plain backoff: over seeds 1-10, 413-422 of 500
-// against 453 with fast failures and 463-475 against 496 with slow ones,
-// from run to run, as the scheduler orders the held requests (on
-// loopback, 80-84.5% against 89.5-93.5% with slow ones). Its failed
-// requests stop with StopHostGate, their steps run out. The test fails if
-// the loss grows past 15% of plain backoff's rescues.
+// TestSharedClientOnAHostBackAtASmallCapacity: 50 requests through one
+// Transport, the default Policy, a host down for 1.5 s and then serving
+// 5 at a time (100 ms each), failing the rest at once or after 200 ms.
+// Storm control rescued fewer than plain backoff: over seeds 1-10,
+// 413-422 of 500 against 453 with fast failures and 463-475 against 496
+// with slow ones, from run to run as the scheduler orders the held
+// requests (a hunt on loopback: 80-84.5% against 89.5-93.5% with slow
+// ones). The held requests came back together, the line's slow start
+// releasing two more for each answer while the host turned most attempts
+// away, and took the slots where plain backoff's last steps found room;
+// the failed ones stopped with StopHostGate, their steps run out. Slow
+// start now stops once the host sheds: 455-462 and 480-487 (loopback,
+// 84.5-87.5% against 88.5%). The test fails below 95% of plain backoff's
+// rescues.
 func TestSharedClientOnAHostBackAtASmallCapacity(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, fail := range []time.Duration{time.Millisecond, 200 * time.Millisecond} {
@@ -56,7 +60,7 @@ func TestSharedClientOnAHostBackAtASmallCapacity(t *testing.T) {
 			on, off = on+okOn, off+okOff
 		}
 		t.Logf("failures taking %v: %d of 500 rescued, plain backoff %d", fail, on, off)
-		if on*100 < off*85 {
+		if on*100 < off*95 {
 			t.Errorf("failures taking %v: storm control rescued %d of 500, plain backoff %d", fail, on, off)
 		}
 	}

@@ -93,7 +93,8 @@ type StormControl struct {
 	// ReleaseShare is the releases of held retries one answer of the host
 	// earns at most, halved by failures; while no fresh requests reach
 	// the host, an answer to a retry the line let go earns two more
-	// besides (a slow start). Zero, negative or NaN means DefaultReleaseShare.
+	// besides (a slow start), until the host, back from down, fails an
+	// attempt sent since. Zero, negative or NaN means DefaultReleaseShare.
 	// Raise it for servers known to have spare capacity.
 	ReleaseShare float64
 }
