@@ -38,12 +38,15 @@ type fleetScenario struct {
 	// retryAfter, when set, is sent with every 503 of the outage: the
 	// date at which it ends.
 	retryAfter bool
-	latency    time.Duration // of every attempt
-	flap       time.Duration // when set, the host is also down in every other flap-long interval, the first included
-	ids        bool          // each request's path carries an ID of its own, as a REST API's do
-	paths      int64         // when over 1, requests go to that many paths in turn
-	policy     Policy
-	seed       uint64
+	// retryAfterSecs, when set, is sent instead with every 503 of the
+	// outage, as a delay in seconds.
+	retryAfterSecs int
+	latency        time.Duration // of every attempt
+	flap           time.Duration // when set, the host is also down in every other flap-long interval, the first included
+	ids            bool          // each request's path carries an ID of its own, as a REST API's do
+	paths          int64         // when over 1, requests go to that many paths in turn
+	policy         Policy
+	seed           uint64
 }
 
 // defaultFleet is bench/storm's default scenario.
@@ -122,6 +125,9 @@ func (s *simServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if code == 503 && s.sc.retryAfter && at < s.sc.down[1] {
 		resp.Header.Set("Retry-After", s.start.Add(s.sc.down[1]).UTC().Format(http.TimeFormat))
 		resp.Header.Set("Date", now.UTC().Format(http.TimeFormat))
+	}
+	if code == 503 && s.sc.retryAfterSecs > 0 && at < s.sc.down[1] {
+		resp.Header.Set("Retry-After", strconv.Itoa(s.sc.retryAfterSecs))
 	}
 	return resp, nil
 }

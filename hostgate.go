@@ -83,6 +83,8 @@ type host struct {
 	failPathFrom        time.Time             // when the latest failure on another path than failing's went, or later
 	calm                int                   // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
+	firstNamed          time.Time             // the first moment a heeded Retry-After named in the outage under way
+	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it (see toldToLine)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -126,8 +128,9 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	}
 	h.noteTold(m, f, sent)
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
-		h.outageStart = f.at
+		h.outageStart, h.firstNamed = f.at, time.Time{}
 	}
+	h.noteNamed(m, f, sent)
 	h.run++
 	if !sent.Before(h.backAt) { // an attempt that went before the host came back tells of it down
 		h.calm = 0
@@ -187,6 +190,21 @@ func (h *host) noteTold(m *member, f failure, sent time.Time) {
 	came := !h.named.IsZero() && !sent.Before(h.named.Add(-retryAfterGrain))
 	h.windows = h.windows || came && end.After(h.named.Add(retryAfterGrain))
 	h.named = laterOf(h.named, end)
+}
+
+// noteNamed records the first moment a Retry-After named in the outage
+// under way, and whether the host has failed an attempt sent at or after
+// it that it told to come back, or that went, more than a grain later:
+// its Retry-After then names a wait, not its return (see toldToLine). A
+// fleet told the return, as a date read against whole-second Date headers
+// or seconds counted down to it, is told moments less than a grain apart
+// and none past it. h.mu is held.
+func (h *host) noteNamed(m *member, f failure, sent time.Time) {
+	next := laterOf(sent, f.at.Add(m.heeded))
+	h.waits = h.waits || !h.firstNamed.IsZero() && !sent.Before(h.firstNamed) && next.After(h.firstNamed.Add(retryAfterGrain))
+	if h.firstNamed.IsZero() && m.heeded > 0 {
+		h.firstNamed = f.at.Add(m.heeded)
+	}
 }
 
 // join adds m to the named host's retrying requests, creating its state,

@@ -66,3 +66,47 @@ func TestBurstToldRetryAfterEndsAsSoonAsPlainBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetToldADelayEndsAsSoonAsPlainBackoff: 19 to 33 clients, a
+// Transport each, 3 to 5 requests a second each, through a 3 to 5 s
+// outage whose every 503 says Retry-After: 1 or 2. A told step waited,
+// once the host answered, for the line's releases, as if the Retry-After
+// had named the host's return to the fleet: storm control's requests
+// ended 0.2-0.6 s later than plain backoff's on average (later, net of
+// those that ended sooner). A host that fails an attempt sent at or after
+// the first moment it named, naming or sent a second later, names waits,
+// not its return (see host.noteNamed): -0.001 to 0.04 s (bound: 0.1 s). None may be
+// lost.
+func TestFleetToldADelayEndsAsSoonAsPlainBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	for _, fc := range []struct {
+		clients, perClient, outage, retryAfter int
+		seed                                   uint64
+	}{{19, 3, 3, 2, 7}, {23, 5, 5, 2, 9}, {29, 3, 3, 1, 12}} {
+		clients := float64(fc.clients)
+		out := time.Duration(fc.outage) * time.Second
+		sc := fleetScenario{clients: fc.clients, rate: clients * float64(fc.perClient), down: [2]time.Duration{time.Second, time.Second + out},
+			duration: out + 3*time.Second, latency: time.Millisecond, retryAfterSecs: fc.retryAfter,
+			policy: Policy{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second}, seed: fc.seed}
+		on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
+		offByStart := map[time.Duration]simRequest{}
+		for _, r := range off.requests {
+			offByStart[r.start] = r
+		}
+		var later time.Duration
+		var lost, both int
+		for _, r := range on.requests {
+			switch o := offByStart[r.start]; {
+			case o.ok && !r.ok:
+				lost++
+			case o.ok:
+				later, both = later+r.latency-o.latency, both+1
+			}
+		}
+		mean := later / time.Duration(max(both, 1))
+		t.Logf("%+v: %d of %d requests answered both ways, storm control's %v later on average, %d lost", fc, both, len(on.requests), mean, lost)
+		if lost > 0 || both < len(on.requests)*9/10 || mean > 100*time.Millisecond {
+			t.Errorf("%+v: %d lost, %d of %d compared, %v later on average than plain backoff", fc, lost, both, len(on.requests), mean)
+		}
+	}
+}
