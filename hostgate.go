@@ -84,6 +84,7 @@ type host struct {
 	calm                int                   // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 	firstNamed          time.Time             // the first moment a heeded Retry-After named in the outage under way
+	upFrom              time.Time             // when the earliest attempt answered since its latest failure went; zero when not known (see inGrace)
 	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it (see toldToLine)
 }
 
@@ -225,24 +226,26 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 }
 
 // answered records that the named host answered a request to path (m is
-// nil when it never failed). A host without state costs one atomic load; a nil set
-// (the gate off), none.
-func (s *hostSet) answered(name, path string, m *member, first bool) {
+// nil when it never failed), whose attempt went at sent (zero when not
+// known). A host without state costs one atomic load; a nil set (the gate
+// off), none.
+func (s *hostSet) answered(name, path string, m *member, first bool, sent time.Time) {
 	switch {
 	case s == nil: // the gate is off
 	case m != nil: // a member has its host's state (see failed)
-		m.h.answered(time.Now(), path, m, first, s.share)
+		m.h.answered(time.Now(), path, m, first, s.share, sent)
 	case s.active.Load() > 0: // a read lock here, shared by every success, cost 4x under load
 		if v, ok := s.byName.Load(name); ok {
-			v.(*host).answered(time.Now(), path, nil, first, s.share)
+			v.(*host).answered(time.Now(), path, nil, first, s.share, sent)
 		}
 	}
 }
 
-// answered records at now an answer to path: it earns the line share of
-// a release, the share, up to full, grows back (rule 4), and the path is
-// kept as one that answers (see pathFailed).
-func (h *host) answered(now time.Time, path string, m *member, first bool, full float64) {
+// answered records at now an answer to path, to an attempt sent at sent:
+// it earns the line share of a release, the share, up to full, grows back
+// (rule 4), the path is kept as one that answers (see pathFailed), and
+// the host has answered since the attempt went (see inGrace).
+func (h *host) answered(now time.Time, path string, m *member, first bool, full float64, sent time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	// path goes first among those kept, its run at zero; the oldest kept
@@ -254,6 +257,11 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	copy(h.paths[1:i+1], h.paths[:i])
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
+	if back || news {
+		h.upFrom = sent
+	} else {
+		h.upFrom = earlierOf(h.upFrom, sent)
+	}
 	if back {
 		h.backAt, h.lastDown, h.calm = now, h.downSeen, downAfter
 	}

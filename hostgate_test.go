@@ -72,7 +72,7 @@ func TestGateHoldsOnlyOnEvidence(t *testing.T) {
 	}{
 		{"others fail, host silent, fresh requests coming: held", func(*hostSet, []*member) {}, 5, false},
 		{"the host answered since: its failures are noise", func(s *hostSet, ms []*member) {
-			ms[0].h.answered(at(5), "", nil, true, s.share)
+			ms[0].h.answered(at(5), "", nil, true, s.share, time.Time{})
 		}, 5, true},
 		{"fresh requests stopped: the oldest held probes", func(*hostSet, []*member) {}, 10_000, true},
 	} {
@@ -120,7 +120,7 @@ func TestGateLineProbesOneAtATimeOnceFreshRequestsStop(t *testing.T) {
 	}
 	// It answered: the host is up, and the answer to a retry from the
 	// line earns its place back, so the next held goes at once.
-	h.answered(next, "", ms[1], false, s.share)
+	h.answered(next, "", ms[1], false, s.share, time.Time{})
 	if send, _ := h.poll(ms[2], next, false, false); !send || !ms[2].fromLine {
 		t.Errorf("after the probe's answer: send %v; want the next held released in its place", send)
 	}
@@ -175,7 +175,7 @@ func TestGateReleasesAShareOfSuccessesOldestFirst(t *testing.T) {
 	}
 	var got []int
 	for i := range 13 {
-		h.answered(at(20+i), "", nil, true, s.share)
+		h.answered(at(20+i), "", nil, true, s.share, time.Time{})
 		got = append(got, released())
 	}
 	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}
@@ -212,8 +212,8 @@ func TestGateHoldsARetryToldToWaitWhileDown(t *testing.T) {
 		if !says {
 			continue
 		}
-		h.answered(at(1100), "", nil, true, s.share)
-		h.answered(at(1101), "", nil, true, s.share)
+		h.answered(at(1100), "", nil, true, s.share, time.Time{})
+		h.answered(at(1101), "", nil, true, s.share, time.Time{})
 		if !a.released {
 			t.Error("the host answered twice at full share: the oldest held was not released")
 		}
@@ -256,7 +256,7 @@ func TestGateNudgesTheHeldAnEventMayLetGo(t *testing.T) {
 		want  []bool // ms[1], ms[2] nudged
 	}{
 		{"an answer that ends an outage: every held retry", nil, func(s *hostSet, h *host, _ []*member) {
-			h.answered(at(6), "", nil, true, s.share)
+			h.answered(at(6), "", nil, true, s.share, time.Time{})
 		}, []bool{true, true}},
 		{"a release: the next oldest, which may now probe", nil, func(_ *hostSet, h *host, _ []*member) {
 			h.credit = 1
@@ -339,7 +339,7 @@ func TestGateForgetsAHostWhenItsRequestsEnd(t *testing.T) {
 		t.Errorf("after every request left: active %d, map %d; want nothing kept", s.active.Load(), len(s.snapshot()))
 	}
 	// A request to the host that never failed finds nothing to update.
-	s.answered("h", "", nil, true)
+	s.answered("h", "", nil, true, time.Time{})
 	if len(s.snapshot()) != 0 {
 		t.Error("an answer created state")
 	}
@@ -368,7 +368,7 @@ func TestGateLineBacksOffAsOneRequestWould(t *testing.T) {
 		}
 		now = next
 	}
-	h.answered(now, "", h.probing, false, s.share)
+	h.answered(now, "", h.probing, false, s.share, time.Time{})
 	if h.missed != 0 {
 		t.Errorf("after an answer, %d failed probes still counted", h.missed)
 	}
@@ -418,7 +418,7 @@ func TestGateLineGrowsOnItsOwnAnswersOnlyWhenFreshRequestsStopped(t *testing.T) 
 			h := ms[0].h
 			h.share = DefaultReleaseShare/2 - shareStep*DefaultReleaseShare // the answer grows it to an eighth
 			ms[0].fromLine, ms[1].waiting, ms[1].spare, ms[1].nextAt = true, true, true, far
-			h.answered(at(tc.at), "", ms[0], false, s.share)
+			h.answered(at(tc.at), "", ms[0], false, s.share, time.Time{})
 			if ms[1].released != tc.released || !tc.released && h.credit != DefaultReleaseShare/2 {
 				t.Errorf("next in line released %v, credit %v; want released %v", ms[1].released, h.credit, tc.released)
 			}
@@ -506,7 +506,7 @@ func failAt(s *hostSet, m *member, ms int, took time.Duration) {
 // answerAt records n answers of host "h", one ms apart from ms.
 func answerAt(s *hostSet, h *host, ms, n int) {
 	for i := range n {
-		h.answered(at(ms+i), "", nil, true, s.share)
+		h.answered(at(ms+i), "", nil, true, s.share, time.Time{})
 	}
 }
 
@@ -695,7 +695,7 @@ func TestGateRetryAfterToldWhileTheHostAnswersHoldsNothing(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	a, b := newMember(), newMember()
 	s.failed("h", b, failure{first: true, at: at(0), sent: at(0)})
-	b.h.answered(at(10), "", nil, true, DefaultReleaseShare) // the host is back
+	b.h.answered(at(10), "", nil, true, DefaultReleaseShare, time.Time{}) // the host is back
 	told := failure{first: true, at: at(30), sent: at(20), floor: time.Second}
 	s.failed("h", b, told)
 	s.failed("h", a, told)
@@ -756,7 +756,7 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 		t.Fatal("a request whose path never answered went while the host was down")
 	}
 	h.enqueue(live, place{nextAt: far, spare: true})
-	h.answered(at(41), "/live", nil, true, s.share)
+	h.answered(at(41), "/live", nil, true, s.share, time.Time{})
 	failRun(s, dead, "/dead", 42, downAfter)
 	freshComing(h, at(79)) // no probe
 	if send, _ := h.poll(live, at(80), true, false); !send {
@@ -775,25 +775,25 @@ func TestAPathThatAnswersIsNotDownForItsRequests(t *testing.T) {
 
 	// Kept newest first: a path that answers again goes first, so that
 	// pathsKept-1 others answering since (and one more before) keep it.
-	h.answered(at(121), "/live", nil, true, s.share)
+	h.answered(at(121), "/live", nil, true, s.share, time.Time{})
 	for i := range pathsKept - 1 {
-		h.answered(at(122+i), "/other"+strconv.Itoa(i), nil, true, s.share)
+		h.answered(at(122+i), "/other"+strconv.Itoa(i), nil, true, s.share, time.Time{})
 	}
-	h.answered(at(126), "/live", nil, true, s.share)
-	h.answered(at(127), "/next", nil, true, s.share)
+	h.answered(at(126), "/live", nil, true, s.share, time.Time{})
+	h.answered(at(127), "/next", nil, true, s.share, time.Time{})
 	failRun(s, dead, "/dead", 130, downAfter)
 	if h.ask(live, false, at(150)) {
 		t.Errorf("a path that answered again was dropped before %d older ones", pathsKept-1)
 	}
 	for i := range pathsKept - 1 {
-		h.answered(at(151+i), "/later"+strconv.Itoa(i), nil, true, s.share)
+		h.answered(at(151+i), "/later"+strconv.Itoa(i), nil, true, s.share, time.Time{})
 	}
 	failRun(s, dead, "/dead", 160, downAfter)
 	if !h.ask(live, false, at(180)) {
 		t.Errorf("a path that %d others answered after was still taken for answering", pathsKept)
 	}
 
-	h.answered(at(171), "/dead", nil, true, s.share) // one path: its answer is the host's
+	h.answered(at(171), "/dead", nil, true, s.share, time.Time{}) // one path: its answer is the host's
 	failRun(s, dead, "/dead", 172, downAfter)
 	if !h.ask(dead, false, at(210)) {
 		t.Error("a path that answered and then failed as the whole host did was not down")
@@ -944,7 +944,7 @@ func TestGateLetsAnOwnStepGoEarlyOnceTheHostAnswers(t *testing.T) {
 				if m.released {
 					break
 				}
-				h.answered(at(100+i), "", nil, false, s.share)
+				h.answered(at(100+i), "", nil, false, s.share, time.Time{})
 			}
 			if m.released != tc.released {
 				t.Errorf("after 20 answers, released %v; want %v", m.released, tc.released)
@@ -991,7 +991,7 @@ func TestHeldStepGoesOnAnAnswerOnlyWhileTheHostShedsNothing(t *testing.T) {
 				s.failed("h", ms[2], failure{at: at(8), sent: at(tc.sent + 1), path: tc.path})
 			}
 			for i := range tc.answers {
-				h.answered(at(9).Add(time.Duration(i)*time.Microsecond), ms[1].told.path, nil, false, s.share)
+				h.answered(at(9).Add(time.Duration(i)*time.Microsecond), ms[1].told.path, nil, false, s.share, time.Time{})
 			}
 			if send, _ := h.poll(ms[1], at(10), true, false); send != tc.goes {
 				t.Errorf("step went %v, want %v", send, tc.goes)

@@ -245,7 +245,7 @@ func (r *retrier) answered(n int, err error) {
 	if err == nil {
 		r.ok = true
 		if r.m != nil || r.st.owner == r.t { // see newRetrier
-			r.st.hosts.answered(r.req.URL.Host, r.req.URL.Path, r.m, n == 1)
+			r.st.hosts.answered(r.req.URL.Host, r.req.URL.Path, r.m, n == 1, r.sent)
 		}
 	}
 }

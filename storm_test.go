@@ -1445,7 +1445,7 @@ func TestAnAnswerToARetryTheLineLetGoLetsTwoMoreGo(t *testing.T) {
 	if h.probing != nil {
 		t.Fatal("the released retry was taken for a probe")
 	}
-	h.answered(now.Add(time.Millisecond), "", ms[1], false, s.share) // the released retry is answered
+	h.answered(now.Add(time.Millisecond), "", ms[1], false, s.share, time.Time{}) // the released retry is answered
 	released := 0
 	for _, m := range ms[2:] {
 		if m.released {

@@ -63,7 +63,7 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 	h.members = []*member{a, b}
 	end := t0.Add(100 * time.Millisecond)
 	h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true, ownWait: true, notBefore: end})
-	h.answered(t0.Add(10*time.Millisecond), "", nil, true, 1) // a whole release
+	h.answered(t0.Add(10*time.Millisecond), "", nil, true, 1, time.Time{}) // a whole release
 	send, wake := h.poll(a, t0.Add(10*time.Millisecond), false, false)
 	if send {
 		t.Fatal("A went before its Retry-After ended")
@@ -77,27 +77,38 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 }
 
 // TestFirstAnswerAfterAFailureWakesTheLine: a held retry whose step found
-// the host down goes if the host answers within an attempt's time of it
-// (grace); the answer must wake it, on a host that is not down too.
+// the host down goes once the host answers an attempt sent no later than
+// that step (grace), as plain backoff's attempt at the step would have
+// been answered; the answer must wake it, on a host that is not down too.
+// An answer to an attempt sent after the step puts it in no grace: the
+// host may have come back between the two.
 func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := &host{name: "x", share: 0.01, outageStart: t0, backAt: t0.Add(-time.Second), run: 1, downSeen: t0,
-		took: attemptTime{avg: 100 * time.Millisecond, timed: true}}
-	a, b := newMember(), newMember()
-	a.h, b.h = h, h
-	h.members = []*member{a, b}
-	a.downStep = t0
-	h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true})
-	if h.down() {
-		t.Fatal("setup: the host should not be down")
-	}
-	at := t0.Add(20 * time.Millisecond)
-	h.answered(at, "", nil, false, 0.25)
-	if !nudged(a) {
-		t.Fatal("the answer that put A in grace did not wake it")
-	}
-	if send, _ := h.poll(a, at, false, false); !send {
-		t.Error("A, in grace, did not go")
+	for _, tc := range []struct {
+		sent  time.Duration // the answered attempt's send, from A's step
+		grace bool
+	}{{-80 * time.Millisecond, true}, {0, true}, {10 * time.Millisecond, false}} {
+		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		h := &host{name: "x", share: 0.01, outageStart: t0, backAt: t0.Add(-time.Second), run: 1, downSeen: t0.Add(-time.Millisecond),
+			took: attemptTime{avg: time.Millisecond, timed: true}}
+		a, b := newMember(), newMember()
+		a.h, b.h = h, h
+		h.members = []*member{a, b}
+		a.downStep = t0
+		h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true})
+		if h.down() {
+			t.Fatal("setup: the host should not be down")
+		}
+		at := t0.Add(20 * time.Millisecond) // past a failed attempt's time after the step
+		h.answered(at, "", nil, false, 0.25, t0.Add(tc.sent))
+		if got := h.inGrace(a, at); got != tc.grace {
+			t.Errorf("answer to an attempt sent %v from A's step: in grace %v, want %v", tc.sent, got, tc.grace)
+		}
+		if !nudged(a) {
+			t.Errorf("sent %v: the answer did not wake A, the first in line", tc.sent)
+		}
+		if send, _ := h.poll(a, at, false, false); tc.grace && !send {
+			t.Errorf("sent %v: A, in grace, did not go", tc.sent)
+		}
 	}
 }
 
@@ -137,7 +148,7 @@ func TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern(t *testing.T) {
 		now = now.Add(time.Millisecond)
 		s.failed("x", fresh, failure{first: true, at: now, sent: now.Add(-time.Millisecond)})
 		now = now.Add(time.Millisecond)
-		h.answered(now, "", nil, true, 0.25)
+		h.answered(now, "", nil, true, 0.25, time.Time{})
 		wakes += woken()
 	}
 	if wakes > turns {
