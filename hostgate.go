@@ -84,7 +84,7 @@ type host struct {
 	calm                int                   // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 	firstNamed          time.Time             // the first moment a heeded Retry-After named in the outage under way
-	upFrom              time.Time             // when the earliest attempt answered since its latest failure went; zero when not known (see inGrace)
+	upFrom              time.Time             // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
 	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it (see toldToLine)
 }
 
@@ -258,9 +258,14 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
 	if back || news {
+		h.upFrom = time.Time{}
+	}
+	// An attempt that went after the latest failed one and was answered:
+	// the host answers from then on (an earlier one, slow, tells nothing
+	// of the failure after it).
+	widened := !sent.IsZero() && sent.After(h.downSeen) && !earlierOf(h.upFrom, sent).Equal(h.upFrom)
+	if widened {
 		h.upFrom = sent
-	} else {
-		h.upFrom = earlierOf(h.upFrom, sent)
 	}
 	if back {
 		h.backAt, h.lastDown, h.calm = now, h.downSeen, downAfter
@@ -287,6 +292,8 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	case news: // the first answer after a failure: the retries it puts in grace go, and the probe's pace is reset
 		h.nudgeHeld(now, true)
 		h.firstWaiting(now).nudge()
+	case widened: // an answer to an attempt sent earlier than those answered before it: the retries it puts in grace go
+		h.nudgeHeld(now, true)
 	}
 }
 
