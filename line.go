@@ -434,8 +434,9 @@ func (h *host) toldToLine(m *member) bool {
 }
 
 // inGrace reports whether the host, since its latest failure, answered
-// an attempt sent no later than m's latest step that found it down: plain
-// backoff's attempt at that step would have been answered too. Timed by
+// an attempt sent after that failure's and no later than m's latest step
+// that found it down (see upFrom): plain backoff's attempt at that step
+// would have been answered too. Timed by
 // the answered attempt's send, not by how long failures take: a burst of
 // 100 against a host whose answers take 800 ms and whose failures are
 // fast learned of the host's return only from the answers (median call
