@@ -174,7 +174,7 @@ func (h *host) firstWaiting(now time.Time) (first *member) {
 // grace lets go (see inGrace). h.mu is held.
 func (h *host) nudgeHeld(now time.Time, graceOnly bool) {
 	for _, m := range h.members {
-		if m.waiting && (!graceOnly || h.inGrace(m) && h.mayGoBetween(m, now)) {
+		if m.waiting && (!graceOnly || h.inGrace(m, now) && h.mayGoBetween(m, now)) {
 			m.nudge()
 		}
 	}
@@ -288,7 +288,7 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 	if m.ownWait { // only the host's answers bring its own step forward
 		return false, time.Time{}
 	}
-	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m)) {
+	if atStep && (m.last || h.stepGoes(m, now)) || h.mayGoBetween(m, now) && (len(h.members) == 1 || h.inGrace(m, now)) {
 		m.waiting, m.fromLine = false, len(h.members) > 1
 		h.firstWaiting(now).nudge()
 		return true, time.Time{}
@@ -436,13 +436,13 @@ func (h *host) toldToLine(m *member) bool {
 // inGrace reports whether the host, since its latest failure, answered
 // an attempt sent after that failure's and no later than m's latest step
 // that found it down (see upFrom): plain backoff's attempt at that step
-// would have been answered too. It is timed by the answered attempt's
-// send, not by how long failures take: a burst of 100 against a host
-// whose answers take 800 ms and whose failures are fast learned of the
-// host's return only from the answers (median call 1.20-1.27x of plain
-// backoff's, 1.12-1.20x now;
+// would have been answered too. Timed by
+// the answered attempt's send, not by how long failures take: a burst of
+// 100 against a host whose answers take 800 ms and whose failures are
+// fast learned of the host's return only from the answers (median call
+// 1.20-1.27x of plain backoff's, 1.12-1.20x now;
 // TestBurstAgainstSlowAnswersLearnsWhenTheHostCameBack). h.mu is held.
-func (h *host) inGrace(m *member) bool {
+func (h *host) inGrace(m *member, now time.Time) bool {
 	return h.run == 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !h.upFrom.IsZero() && !m.downStep.Before(h.upFrom)
 }
 

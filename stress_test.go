@@ -350,7 +350,7 @@ func lostWakeups(trs []*Transport) (out []string) {
 				switch {
 				case may && len(h.members) == 1:
 					out = append(out, tag+": alone and may go, asleep")
-				case may && h.inGrace(m):
+				case may && h.inGrace(m, now):
 					out = append(out, tag+": in grace and may go, asleep")
 				case may && h.credit >= 1:
 					out = append(out, tag+": credit unused")

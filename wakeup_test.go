@@ -102,7 +102,7 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 		}
 		at := t0.Add(20 * time.Millisecond) // past a failed attempt's time after the step
 		h.answered(at, "", nil, false, 0.25, t0.Add(tc.sent))
-		if got := h.inGrace(a); got != tc.grace {
+		if got := h.inGrace(a, at); got != tc.grace {
 			t.Errorf("answer to an attempt sent %v from A's step: in grace %v, want %v", tc.sent, got, tc.grace)
 		}
 		if !nudged(a) {
