@@ -434,16 +434,17 @@ func (h *host) toldToLine(m *member) bool {
 }
 
 // inGrace reports whether the host, since its latest failure, answered
-// an attempt sent after that failure's and no later than m's latest step
-// that found it down (see upFrom): plain backoff's attempt at that step
-// would have been answered too. Timed by
-// the answered attempt's send, not by how long failures take: a burst of
-// 100 against a host whose answers take 800 ms and whose failures are
-// fast learned of the host's return only from the answers (median call
-// 1.20-1.27x of plain backoff's, 1.12-1.20x now;
-// TestBurstAgainstSlowAnswersLearnsWhenTheHostCameBack). h.mu is held.
+// within a failed attempt's time of m's latest step that found it down,
+// or answered an attempt sent after that failure's and no later than the
+// step (see upFrom): plain backoff's attempt at the step might have been
+// answered, or would have been. The first alone missed slow answers: a
+// burst of 100 against a host whose answers take 800 ms and whose
+// failures are fast had its median call at 1.20-1.27x of plain backoff's,
+// 1.12-1.20x with both (TestBurstAgainstSlowAnswersLearnsWhenTheHostCameBack);
+// the second alone, failures slower than the answers that followed them
+// (TestBurstAgainstSlowFailuresLearnsWhenTheHostCameBack). h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	return h.run == 0 && !h.toldToLine(m) && !m.downStep.IsZero() && !h.upFrom.IsZero() && !m.downStep.Before(h.upFrom)
+	return h.run == 0 && !h.toldToLine(m) && !m.downStep.IsZero() && (!now.After(m.downStep.Add(h.took.avg)) || !h.upFrom.IsZero() && !m.downStep.Before(h.upFrom))
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.
