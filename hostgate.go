@@ -257,16 +257,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	copy(h.paths[1:i+1], h.paths[:i])
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
-	if back || news {
-		h.upFrom = time.Time{}
-	}
-	// An attempt that went after the latest failed one and was answered:
-	// the host answers from then on (an earlier one, slow, tells nothing
-	// of the failure after it).
-	widened := !sent.IsZero() && sent.After(h.downSeen) && !earlierOf(h.upFrom, sent).Equal(h.upFrom)
-	if widened {
-		h.upFrom = sent
-	}
+	widened := h.noteUp(sent, back || news)
 	if back {
 		h.backAt, h.lastDown, h.calm = now, h.downSeen, downAfter
 	}
@@ -295,6 +286,22 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	case widened: // an answer to an attempt sent earlier than those answered before it: the retries it puts in grace go
 		h.nudgeHeld(now, true)
 	}
+}
+
+// noteUp records that an attempt sent at sent was answered, the first
+// since a failure when first, and reports whether it moved upFrom
+// earlier. Only an attempt that went after the latest failed one tells
+// that the host answers from then on: an earlier one, slow, tells
+// nothing of the failure after it. h.mu is held.
+func (h *host) noteUp(sent time.Time, first bool) (widened bool) {
+	if first {
+		h.upFrom = time.Time{}
+	}
+	widened = !sent.IsZero() && sent.After(h.downSeen) && !earlierOf(h.upFrom, sent).Equal(h.upFrom)
+	if widened {
+		h.upFrom = sent
+	}
+	return widened
 }
 
 // noteFresh records a first attempt at now; a pause after fresh requests
