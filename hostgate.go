@@ -85,7 +85,7 @@ type host struct {
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 	firstNamed          time.Time             // the first moment a heeded Retry-After named in the outage under way
 	upFrom              time.Time             // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
-	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it (see toldToLine)
+	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see toldToLine)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
