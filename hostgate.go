@@ -297,7 +297,7 @@ func (h *host) noteUp(sent time.Time, first bool) (widened bool) {
 	if first {
 		h.upFrom = time.Time{}
 	}
-	widened = !sent.IsZero() && sent.After(h.downSeen) && !earlierOf(h.upFrom, sent).Equal(h.upFrom)
+	widened = !sent.IsZero() && sent.After(h.downSeen) && (h.upFrom.IsZero() || sent.Before(h.upFrom))
 	if widened {
 		h.upFrom = sent
 	}
