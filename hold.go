@@ -15,7 +15,7 @@ import (
 // that goes at its first look was not held, however long the look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
-	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due) {
+	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due, r.skipTimes()) {
 		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
 		}
@@ -34,8 +34,15 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
 		// Whether the step is its last is known only now, the host's
-		// Retry-After timing the next.
-		send, wake := m.h.poll(m, now, atStep, atStep && r.lastStep(r.step(), next))
+		// Retry-After timing the next. The skip times are read once, so
+		// that the next step is the one found within the limits: read
+		// again, a Retry-After told another request in between put it
+		// past MaxElapsed, and sent it there.
+		var skip skipTimes
+		if atStep {
+			skip = r.skipTimes()
+		}
+		send, wake := m.h.poll(m, now, atStep, atStep && r.lastStep(r.step(), next, skip))
 		switch {
 		case send:
 			if !atStep { // an extra retry: the step still comes
@@ -44,7 +51,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 			m.inLine = true
 			return waited, StopNone
 		case atStep:
-			cur = r.nextStep(next)
+			cur = r.nextStep(next, skip)
 			m.h.enqueue(m, r.place(cur.at(), false))
 		default:
 			if err := m.pause(ctx, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
@@ -132,14 +139,27 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // the host's latest (see skipTimes.stepDrain), and returns the next,
 // which waits at least a Retry-After while the host still says one (see
 // skipTimes.floor).
-func (r *retrier) nextStep(at time.Time) heldStep {
-	skip, took := r.m.h.skipTime(r.m), r.m.took // m.took: see heldWait
+func (r *retrier) nextStep(at time.Time, skip skipTimes) heldStep {
+	took := r.m.took // see heldWait
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
 	if !took.timed {
 		r.m.untimed++
 	}
-	s := r.stepFrom(r.step(), at.Add(time.Duration(r.st.announced.Load())+took.avg+skip.stepDrain), skip, true)
+	s := r.stepFrom(r.step(), r.skippedEnd(at, skip), skip, true)
 	r.prev = s.at().Sub(s.from)
+	return s
+}
+
+// skippedEnd returns when the step at at, skipped, is taken to have
+// failed (see nextStep).
+func (r *retrier) skippedEnd(at time.Time, skip skipTimes) time.Time {
+	return at.Add(skip.announced + r.m.took.avg + skip.stepDrain)
+}
+
+// skipTimes returns what a step the request skips now stands for.
+func (r *retrier) skipTimes() skipTimes {
+	s := r.m.h.skipTime(r.m)
+	s.announced = time.Duration(r.st.announced.Load())
 	return s
 }
 
@@ -162,17 +182,19 @@ func (r *retrier) stepFrom(k int, from time.Time, skip skipTimes, take bool) hel
 // last too early goes on as plain backoff once its attempt is timed (see
 // heldWait); with the host's average attempt, and none for a skipped
 // step, a request whose attempts took longer than the others' ended up
-// to 2.2 s after plain backoff.
-func (r *retrier) lastStep(k int, at time.Time) bool {
+// to 2.2 s after plain backoff. The next step as it comes when this one
+// is skipped is checked too: a floor that waits until a named moment is
+// longer from an earlier end, and its spread ended past MaxElapsed.
+func (r *retrier) lastStep(k int, at time.Time, skip skipTimes) bool {
 	if k >= r.pol.retries() || !replayable(r.req, r.t.RetryAllMethods) {
 		return true
 	}
 	if r.limit().IsZero() {
 		return false
 	}
-	skip := r.m.h.skipTime(r.m)
-	next := r.stepFrom(k+1, at.Add(time.Duration(r.st.announced.Load())+skip.fit), skip, false)
-	return r.pastLimits(next.at()) != StopNone
+	fitted := r.stepFrom(k+1, at.Add(skip.announced+skip.fit), skip, false)
+	skipped := r.stepFrom(k+1, r.skippedEnd(at, skip), skip, false)
+	return r.pastLimits(fitted.at()) != StopNone || r.pastLimits(skipped.at()) != StopNone
 }
 
 // heldWait returns the wait before the next retry of a held request when
@@ -238,7 +260,7 @@ func (r *retrier) leftWait(now time.Time, left heldStep, floor time.Duration, to
 		// 3,966 rescues lost, 301-318 without).
 		left.from = now
 	}
-	if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at) {
+	if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at, r.skipTimes()) {
 		r.m.late, r.m.until, r.floor = 0, at, floor
 		wait = max(at.Sub(now), floor)
 		return wait, r.cutShort(now, wait), true
@@ -255,7 +277,7 @@ func (r *retrier) leftWait(now time.Time, left heldStep, floor time.Duration, to
 // place returns where the held request waits in line for its step at
 // next: through its own backoff's wait (own), or for a step of its hold.
 func (r *retrier) place(next time.Time, own bool) place {
-	p := place{nextAt: next, last: r.lastStep(r.step(), next), limit: r.limit(), spare: r.m.extra < r.m.skipped, ownWait: own}
+	p := place{nextAt: next, last: r.lastStep(r.step(), next, r.skipTimes()), limit: r.limit(), spare: r.m.extra < r.m.skipped, ownWait: own}
 	if own {
 		p.notBefore = time.Now().Add(r.floor)
 	}

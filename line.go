@@ -91,9 +91,13 @@ type skipTimes struct {
 	// a skipped step stands for an attempt that would have been told it,
 	// and the next waits until it (see stepFrom).
 	named time.Time
+	// announced is how long OnRetry took for the latest retry: each
+	// skipped step stands for a retry announced as long (see
+	// stormState.announced).
+	announced time.Duration
 }
 
-// skipTime returns m's skipTimes.
+// skipTime returns m's skipTimes but announced.
 func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,0 +1,53 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestStepNotTakenForTheLastHasItsNextWithinMaxElapsed (CI's find, the
+// random traffic's seed 68): a held request whose step is not its last
+// skips it, and its next step must come before MaxElapsed's end, as it is
+// sent there when it is the last. The Retry-After floor that waits until
+// a named moment is longer from an earlier end, and its spread is too:
+// checked only from the end of an attempt as long as the host's longest
+// (skipTimes.fit), the step after a skipped one went up to 7 ms past
+// MaxElapsed.
+func TestStepNotTakenForTheLastHasItsNextWithinMaxElapsed(t *testing.T) {
+	ms := time.Millisecond
+	var notLast int
+	for at := 100 * ms; at <= 600*ms; at += 5 * ms {
+		for _, u := range []float64{0, 0.5, 0.7, 0.99} {
+			for _, named := range []time.Duration{0, 1262 * ms} {
+				synctest.Test(t, func(t *testing.T) {
+					tr := &Transport{Random: func() float64 { return u }, MaxElapsed: 1302 * ms}
+					st := tr.ownStorm()
+					start := time.Now()
+					req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://h.test/", nil)
+					m := st.failed("h.test", nil, failure{first: true, at: start.Add(100 * ms), sent: start})
+					m.policy = Policy{MaxRetries: 2, BaseDelay: 89 * ms, MaxDelay: 1710 * ms, Jitter: JitterDecorrelated}
+					m.took = attemptTime{avg: 269 * ms, longest: 269 * ms, timed: true}
+					r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, start: start, prev: 89 * ms}
+					skip := skipTimes{fit: 269*ms + drainTimeout, floor: 300 * ms}
+					if named > 0 {
+						skip.named = start.Add(named)
+					}
+					step := start.Add(at)
+					if !r.lastStep(1, step, skip) {
+						notLast++
+						if next := r.nextStep(step, skip); !next.at().Before(r.limit()) {
+							t.Errorf("step at %v (u %v, named %v) not the last, but the next comes at %v, at or past MaxElapsed (%v)", at, u, named, next.at().Sub(start), tr.MaxElapsed)
+						}
+					}
+					st.end(m, false)
+				})
+			}
+		}
+	}
+	if notLast == 0 {
+		t.Fatal("every step was the last: the grid checks nothing")
+	}
+}
