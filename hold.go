@@ -15,7 +15,7 @@ import (
 // that goes at its first look was not held, however long the look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
-	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due, r.skipTimes()) {
+	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due, nil) {
 		if m.inLine {
 			m.h.abandon(m, due) // out of line: a release it was given goes to the next
 		}
@@ -42,7 +42,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		if atStep {
 			skip = r.skipTimes()
 		}
-		send, wake := m.h.poll(m, now, atStep, atStep && r.lastStep(r.step(), next, skip))
+		send, wake := m.h.poll(m, now, atStep, atStep && r.lastStep(r.step(), next, &skip))
 		switch {
 		case send:
 			if !atStep { // an extra retry: the step still comes
@@ -185,15 +185,21 @@ func (r *retrier) stepFrom(k int, from time.Time, skip skipTimes, take bool) hel
 // to 2.2 s after plain backoff. The next step as it comes when this one
 // is skipped is checked too: a floor that waits until a named moment is
 // longer from an earlier end, and its spread ended past MaxElapsed.
-func (r *retrier) lastStep(k int, at time.Time, skip skipTimes) bool {
+// skip is what the step stands for if skipped (see nextStep); nil reads
+// it now.
+func (r *retrier) lastStep(k int, at time.Time, skip *skipTimes) bool {
 	if k >= r.pol.retries() || !replayable(r.req, r.t.RetryAllMethods) {
 		return true
 	}
 	if r.limit().IsZero() {
 		return false
 	}
-	fitted := r.stepFrom(k+1, at.Add(skip.announced+skip.fit), skip, false)
-	skipped := r.stepFrom(k+1, r.skippedEnd(at, skip), skip, false)
+	if skip == nil {
+		now := r.skipTimes()
+		skip = &now
+	}
+	fitted := r.stepFrom(k+1, at.Add(skip.announced+skip.fit), *skip, false)
+	skipped := r.stepFrom(k+1, r.skippedEnd(at, *skip), *skip, false)
 	return r.pastLimits(fitted.at()) != StopNone || r.pastLimits(skipped.at()) != StopNone
 }
 
@@ -260,7 +266,7 @@ func (r *retrier) leftWait(now time.Time, left heldStep, floor time.Duration, to
 		// 3,966 rescues lost, 301-318 without).
 		left.from = now
 	}
-	if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at, r.skipTimes()) {
+	if at := left.at(); !told || !at.Before(now.Add(floor)) || r.lastStep(r.step(), at, nil) {
 		r.m.late, r.m.until, r.floor = 0, at, floor
 		wait = max(at.Sub(now), floor)
 		return wait, r.cutShort(now, wait), true
@@ -277,7 +283,7 @@ func (r *retrier) leftWait(now time.Time, left heldStep, floor time.Duration, to
 // place returns where the held request waits in line for its step at
 // next: through its own backoff's wait (own), or for a step of its hold.
 func (r *retrier) place(next time.Time, own bool) place {
-	p := place{nextAt: next, last: r.lastStep(r.step(), next, r.skipTimes()), limit: r.limit(), spare: r.m.extra < r.m.skipped, ownWait: own}
+	p := place{nextAt: next, last: r.lastStep(r.step(), next, nil), limit: r.limit(), spare: r.m.extra < r.m.skipped, ownWait: own}
 	if own {
 		p.notBefore = time.Now().Add(r.floor)
 	}

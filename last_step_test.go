@@ -36,7 +36,7 @@ func TestStepNotTakenForTheLastHasItsNextWithinMaxElapsed(t *testing.T) {
 						skip.named = start.Add(named)
 					}
 					step := start.Add(at)
-					if !r.lastStep(1, step, skip) {
+					if !r.lastStep(1, step, &skip) {
 						notLast++
 						if next := r.nextStep(step, skip); !next.at().Before(r.limit()) {
 							t.Errorf("step at %v (u %v, named %v) not the last, but the next comes at %v, at or past MaxElapsed (%v)", at, u, named, next.at().Sub(start), tr.MaxElapsed)
