@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -88,25 +89,73 @@ func TestFleetToldADelayEndsAsSoonAsPlainBackoff(t *testing.T) {
 		sc := fleetScenario{clients: fc.clients, rate: clients * float64(fc.perClient), down: [2]time.Duration{time.Second, time.Second + out},
 			duration: out + 3*time.Second, latency: time.Millisecond, retryAfterSecs: fc.retryAfter,
 			policy: Policy{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second}, seed: fc.seed}
-		on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
-		offByStart := map[time.Duration]simRequest{}
-		for _, r := range off.requests {
-			offByStart[r.start] = r
+		expectAsSoonAsPlainBackoff(t, fmt.Sprintf("%+v", fc), sc)
+	}
+}
+
+// TestSmallClientToldTheReturnIsLetGoByTheAnswers (a hunt's find): one
+// Transport, 2 requests a second, through a 1 to 4 s outage whose 503s
+// name its end as a date. Each answer to a retry the line let go lets two
+// more go, for a retry told a Retry-After as when fresh requests have
+// stopped: paced by the fresh requests' answers alone (a quarter of a
+// release each), the told steps waited a Retry-After more, and the calls
+// ended 0.49 s later than plain backoff's on average over the four
+// outages (1.74 s in the 4 s one); 0.19 s now. The rest is the told step
+// itself, kept to the line until an answer comes (see toldToLine).
+func TestSmallClientToldTheReturnIsLetGoByTheAnswers(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	var later time.Duration
+	for outage := 1; outage <= 4; outage++ {
+		out := time.Duration(outage) * time.Second
+		sc := fleetScenario{clients: 1, rate: 2, down: [2]time.Duration{time.Second, time.Second + out},
+			duration: out + 3*time.Second, latency: time.Millisecond, retryAfter: true,
+			policy: Policy{MaxRetries: 8, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second}, seed: uint64(outage)}
+		mean, lost := latenessAgainstPlainBackoff(t, fmt.Sprintf("%v outage", out), sc)
+		if lost > 0 {
+			t.Errorf("%v outage: %d of plain backoff's rescues lost", out, lost)
 		}
-		var later time.Duration
-		var lost, both int
-		for _, r := range on.requests {
-			switch o := offByStart[r.start]; {
-			case o.ok && !r.ok:
-				lost++
-			case o.ok:
-				later, both = later+r.latency-o.latency, both+1
-			}
-		}
-		mean := later / time.Duration(max(both, 1))
-		t.Logf("%+v: %d of %d requests answered both ways, storm control's %v later on average, %d lost", fc, both, len(on.requests), mean, lost)
-		if lost > 0 || both < len(on.requests)*9/10 || mean > 100*time.Millisecond {
-			t.Errorf("%+v: %d lost, %d of %d compared, %v later on average than plain backoff", fc, lost, both, len(on.requests), mean)
+		later += mean / 4
+	}
+	if later > 250*time.Millisecond {
+		t.Errorf("calls %v later than plain backoff's on average over the four outages", later)
+	}
+}
+
+// expectAsSoonAsPlainBackoff runs sc with storm control on and off and
+// fails when a request plain backoff rescued is lost, or when the
+// requests answered both ways end over 100 ms later on average.
+func expectAsSoonAsPlainBackoff(t *testing.T, name string, sc fleetScenario) {
+	t.Helper()
+	if mean, lost := latenessAgainstPlainBackoff(t, name, sc); lost > 0 || mean > 100*time.Millisecond {
+		t.Errorf("%s: %d lost, %v later on average than plain backoff", name, lost, mean)
+	}
+}
+
+// latenessAgainstPlainBackoff runs sc with storm control on and off and
+// returns how much later the requests answered both ways end with it, on
+// average, and how many of plain backoff's rescues it lost; it fails when
+// fewer than nine in ten were answered both ways.
+func latenessAgainstPlainBackoff(t *testing.T, name string, sc fleetScenario) (mean time.Duration, lost int) {
+	t.Helper()
+	on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
+	offByStart := map[time.Duration]simRequest{}
+	for _, r := range off.requests {
+		offByStart[r.start] = r
+	}
+	var later time.Duration
+	var both int
+	for _, r := range on.requests {
+		switch o := offByStart[r.start]; {
+		case o.ok && !r.ok:
+			lost++
+		case o.ok:
+			later, both = later+r.latency-o.latency, both+1
 		}
 	}
+	mean = later / time.Duration(max(both, 1))
+	t.Logf("%s: %d of %d requests answered both ways, storm control's %v later on average, %d lost", name, both, len(on.requests), mean, lost)
+	if both < len(on.requests)*9/10 {
+		t.Errorf("%s: only %d of %d requests answered both ways", name, both, len(on.requests))
+	}
+	return mean, lost
 }
