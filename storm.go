@@ -92,9 +92,10 @@ type StormControl struct {
 	Budget *Budget
 	// ReleaseShare is the releases of held retries one answer of the host
 	// earns at most, halved by failures; while no fresh requests reach
-	// the host, an answer to a retry the line let go earns two more
-	// besides (a slow start), until the host, back from down, fails an
-	// attempt sent since. Zero, negative or NaN means DefaultReleaseShare.
+	// the host, or when the retry was told a Retry-After that the host has
+	// shown to name a wait, an answer to a retry the line let go earns
+	// two more besides (a slow start), until the host, back from down,
+	// fails an attempt sent since. Zero, negative or NaN means DefaultReleaseShare.
 	// Raise it for servers known to have spare capacity.
 	ReleaseShare float64
 }
