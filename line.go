@@ -97,7 +97,8 @@ type skipTimes struct {
 	announced time.Duration
 }
 
-// skipTime returns m's skipTimes but announced.
+// skipTime returns m's skipTimes, all but announced, which the
+// retrier adds (see retrier.skipTimes).
 func (h *host) skipTime(m *member) skipTimes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
