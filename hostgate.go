@@ -66,7 +66,7 @@ type host struct {
 	proven              bool                  // an outage of it has been proven (see provenDown)
 	took                attemptTime           // how long its failed attempts take
 	drain               latest[time.Duration] // how long its failed responses took to drain
-	backAt, lastDown    time.Time             // when it last answered after being down, and when the latest attempt it failed before then went
+	backAt              time.Time             // when it last answered after being down
 	lastFresh           time.Time             // the latest first attempt
 	gap, gapDev         time.Duration         // the usual time between first attempts, and how far a gap usually is from it
 	gaps                int                   // samples in gap, up to gapWeight
@@ -85,7 +85,7 @@ type host struct {
 	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 	firstNamed          time.Time             // the first moment a heeded Retry-After named in the outage under way
 	upFrom              time.Time             // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
-	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see toldToLine)
+	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see answered)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -179,7 +179,7 @@ func (h *host) noteAttempt(m *member, f failure) (sent time.Time) {
 // ends (see host.windows); m's path's held steps read it (see
 // toldOnPath). h.mu is held.
 func (h *host) noteTold(m *member, f failure, sent time.Time) {
-	m.told, m.heeded, m.fromLine, m.waitedLine = f, 0, false, false
+	m.told, m.heeded, m.fromLine = f, 0, false
 	h.says.note(m, f.floor)
 	if f.floor <= 0 || f.overCap {
 		return
@@ -196,7 +196,7 @@ func (h *host) noteTold(m *member, f failure, sent time.Time) {
 // noteNamed records the first moment a Retry-After named in the outage
 // under way, and whether the host has failed an attempt sent at or after
 // it that it told to come back, or that went, more than a grain later:
-// its Retry-After then names a wait, not its return (see toldToLine). A
+// its Retry-After then names a wait, not its return (see answered). A
 // fleet told the return, as a date read against whole-second Date headers
 // or seconds counted down to it, is told moments less than a grain apart
 // and none past it. h.mu is held.
@@ -259,7 +259,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	back, news := h.down(), h.run > 0
 	widened := h.noteUp(sent, back || news)
 	if back {
-		h.backAt, h.lastDown, h.calm = now, h.downSeen, downAfter
+		h.backAt, h.calm = now, downAfter
 	}
 	h.calm = min(h.calm+1, downAfter)
 	h.run, h.missed, h.pace = 0, 0, 0

@@ -586,26 +586,22 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 	}
 }
 
-// TestToldStepGoesOnAnAnswerOnceTheHostFailedPastItsRetryAfter: a held
-// step told a Retry-After waits for the line's releases once the host
-// answers, as the Retry-After may have named the host's return to a whole
-// fleet; but not when the host went on failing attempts sent after it
-// ended, so that it named no return: then the step goes on the host's
-// answer, as plain backoff's retry would find it back. 300 of a review's
-// groups on a host down twice, every failure saying Retry-After: 1, lost
-// 411 of plain backoff's 5,931 rescues to the line's pace (237 now). And
-// only one step of a told request waits for the line once the host
-// answers: skipping each, 20 small clients through an outage whose every
-// 503 said Retry-After: 1 had requests end 2 to 3 of their steps later
-// than plain backoff (a newcomer's program).
-func TestToldStepGoesOnAnAnswerOnceTheHostFailedPastItsRetryAfter(t *testing.T) {
+// TestToldStepGoesOnTheHostsAnswer: a held step told a Retry-After goes
+// once the host's latest outcome is an answer, as any held step does,
+// whether the Retry-After named the host's return or the host went on
+// failing attempts sent after it ended: plain backoff's retry there would
+// find the host back. Kept for the line's releases when the Retry-After
+// may have named the return (as a herd's does), a client told the
+// outage's end, at 2 to 30 requests a second, ended its calls 0.97-1.19 s
+// later than plain backoff on average and up to 4.2 s (the hunt's small
+// clients, seeds 1-4); each as plain backoff's now.
+func TestToldStepGoesOnTheHostsAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		failedAt int // when the host's last failed attempt before its return went
-		goes     bool
 	}{
-		{"the host failed past the Retry-After's end", 1500, true},
-		{"the host back when the Retry-After ended", 900, false},
+		{"the host failed past the Retry-After's end", 1500},
+		{"the host back when the Retry-After ended", 900},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ms := failing(3)
@@ -618,15 +614,9 @@ func TestToldStepGoesOnAnAnswerOnceTheHostFailedPastItsRetryAfter(t *testing.T) 
 			for i := range downAfter {
 				failAt(s, ms[2], tc.failedAt-downAfter+i+1, time.Millisecond)
 			}
-			answerAt(s, h, 2000, 1)                                               // one answer: not yet a release's worth of credit
-			if send, _ := h.poll(ms[1], at(2001), true, false); send != tc.goes { // fresh requests still coming: no probe
-				t.Errorf("step went %v, want %v", send, tc.goes)
-			}
-			// A step skipped for the line while the host answered is the
-			// only one: the next goes on the host's answer, so that a told
-			// request ends a step later than plain backoff at most.
-			if send, _ := h.poll(ms[1], at(2002), true, false); !tc.goes && !send {
-				t.Error("the step after one skipped on the host's answer did not go")
+			answerAt(s, h, 2000, 1)                                     // one answer: not yet a release's worth of credit
+			if send, _ := h.poll(ms[1], at(2001), true, false); !send { // fresh requests still coming: no probe
+				t.Error("a told step did not go on the host's answer")
 			}
 		})
 	}

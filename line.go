@@ -25,7 +25,6 @@ type member struct {
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	downStep          time.Time     // the latest of its steps that found the host down
-	waitedLine        bool          // a step of its came after an answer since its latest failure: it no longer waits for the line (see toldToLine)
 	// told is its latest failure: when it came (at), the Retry-After it
 	// was told (floor, zero when none; dated when it named an HTTP date),
 	// and its request's URL path, whose requests what it is told speaks for.
@@ -368,16 +367,16 @@ func (h *host) momentCame(now, at time.Time) bool {
 }
 
 // stepGoes reports whether m's step, come at now, goes: the host's latest
-// outcome, or its path's, is an answer (unless m's Retry-After keeps it to
-// the line's releases, see toldToLine, or the host sheds, see sheds), or
+// outcome, or its path's, is an answer (unless the host sheds, see
+// sheds), or
 // fresh requests have stopped (or are another path's) and no failure is
 // newer than m's own news of its path (see newsFor and newsUntil), so that
 // alone it would know no more (rule 5); otherwise the step is skipped, its
 // news taken for the attempt it skips. h.mu is held.
 func (h *host) stepGoes(m *member, now time.Time) bool {
 	stale := (!h.flowing(now) || h.besideFailingPath(m)) && !h.newsFor(m).After(m.newsUntil())
-	answered := (h.run == 0 || h.pathFailed(m) == 0) && !h.toldToLine(m) && !h.sheds(m) // m.waitedLine as it was before this step
-	m.downNews, m.waitedLine = laterOf(m.downNews, h.downSeen), m.waitedLine || h.run == 0
+	answered := (h.run == 0 || h.pathFailed(m) == 0) && !h.sheds(m)
+	m.downNews = laterOf(m.downNews, h.downSeen)
 	if h.down() {
 		m.downStep = now
 	}
@@ -425,19 +424,6 @@ func (h *host) newsFor(m *member) time.Time {
 	return h.downSeen
 }
 
-// toldToLine reports whether the Retry-After m was told last keeps its step
-// to the line's releases once the host answers: it may have named the
-// host's return to many, as no attempt the host failed before its latest
-// return from down went after it ended, and the host's Retry-Afters have
-// not shown themselves waits (see noteNamed; fleets told Retry-After: 1 or
-// 2 through a 3-5 s outage ended 0.2-0.6 s later than plain backoff on
-// average, -0.001-0.04 s now); and no step of m's has come since an answer
-// (one step, which spreads a fleet told one date, where more put a small
-// client's requests steps behind plain backoff's). h.mu is held.
-func (h *host) toldToLine(m *member) bool {
-	return m.told.floor > 0 && !m.waitedLine && !h.waits && !h.lastDown.After(m.told.at.Add(m.told.floor))
-}
-
 // inGrace reports whether the host, since its latest failure, answered
 // within a failed attempt's time of m's latest step that found it down,
 // or answered an attempt sent after that failure's and no later than the
@@ -449,7 +435,7 @@ func (h *host) toldToLine(m *member) bool {
 // the second alone, failures slower than the answers that followed them
 // (TestBurstAgainstSlowFailuresLearnsWhenTheHostCameBack). h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	return h.run == 0 && !h.toldToLine(m) && !m.downStep.IsZero() && (!now.After(m.downStep.Add(h.took.avg)) || !h.upFrom.IsZero() && !m.downStep.Before(h.upFrom))
+	return h.run == 0 && !m.downStep.IsZero() && (!now.After(m.downStep.Add(h.took.avg)) || !h.upFrom.IsZero() && !m.downStep.Before(h.upFrom))
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.

@@ -832,8 +832,12 @@ func fleetOutage(t *testing.T, sc fleetScenario) {
 }
 
 // TestRetryAfterHerd: a fleet told by Retry-After to come back when the
-// outage ends sends no retry before that date, and returns at the pace the
-// host answers instead of all at once.
+// outage ends sends no retry before that date, and comes back no harder
+// and no less successful than plain backoff. Its told steps go at the
+// host's first answer, as a lone client's must (see
+// TestClientToldTheOutagesEndEndsAsSoonAsPlainBackoff): the peak after is
+// 9.3-9.7x of capacity against plain backoff's 13.7x, 86% rescued
+// against 82% (1.5x and 100% when the line paced them).
 func TestRetryAfterHerd(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	sc := defaultFleet()
@@ -846,8 +850,9 @@ func TestRetryAfterHerd(t *testing.T) {
 	if on.early > 0 {
 		t.Errorf("%d retries before the Retry-After date", on.early)
 	}
-	if mOn.peakAfter > 2.5 || mOff.peakAfter < 3 {
-		t.Errorf("peak after the date: %.2fx with storm control, %.2fx without", mOn.peakAfter, mOff.peakAfter)
+	if mOn.peakAfter > 0.85*mOff.peakAfter || mOn.success < mOff.success {
+		t.Errorf("after the date: peak %.2fx and %.1f%% rescued with storm control, %.2fx and %.1f%% without",
+			mOn.peakAfter, 100*mOn.success, mOff.peakAfter, 100*mOff.success)
 	}
 }
 
