@@ -83,7 +83,12 @@ type skipTimes struct {
 	// window, not what is left of the one the request was told (a review's
 	// drawn windows: 535 of 2,864 rescues lost, 200 now), and as long for
 	// a request never told one, whose attempt there would be told it too
-	// (some failures saying one: 2,148 of 2,432 rescued, 2,424 now).
+	// (some failures saying one: 2,148 of 2,432 rescued, 2,424 now); and
+	// while the host, back from down, sheds (see sheds), though its sheds
+	// say none: a fleet told one date comes back to a host at its
+	// capacity, and its skipped steps spread their next by what they were
+	// told (the virtual Retry-After herd: 93-95% rescued against 86%
+	// without, plain backoff's 82%).
 	floor time.Duration
 	// named is the latest moment the host's Retry-After named, once it
 	// is known to name a window's end (see host.windows); zero otherwise:
@@ -112,7 +117,7 @@ func (h *host) skipTime(m *member) skipTimes {
 	// The attempt plain backoff sends at the step may drain a body as long
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
-	if h.says.v > 0 {
+	if h.says.v > 0 || !h.backAt.IsZero() && h.sheds(m) {
 		s.floor = max(m.told.floor, h.toldOnPath(m))
 		if h.windows {
 			s.named = h.named

@@ -106,3 +106,25 @@ func TestSkippedStepWaitsTheLongestRetryAfterItsPathWasTold(t *testing.T) {
 		t.Errorf("never told one: the step waits %v, want none", got)
 	}
 }
+
+// TestSkippedStepWaitsItsRetryAfterWhileTheHostBackSheds: a held request
+// told a Retry-After through an outage, whose step is skipped once the
+// host, back, sheds attempts sent since (a fleet told one date coming back
+// to a host at its capacity), waits that Retry-After again before its
+// next step, though the sheds say none (as a failure saying one would
+// make it wait); not once the host, back, answers downAfter in a row.
+func TestSkippedStepWaitsItsRetryAfterWhileTheHostBackSheds(t *testing.T) {
+	s, ms := failing(2)
+	m, other := ms[0], ms[1]
+	s.failed("h", m, failure{at: at(10), sent: at(5), floor: time.Second})
+	s.failed("h", other, failure{at: at(20), sent: at(15), floor: time.Second})
+	answerAt(s, m.h, 2000, 1)                // back
+	failAt(s, other, 2010, time.Millisecond) // a shed, saying no Retry-After
+	if got := m.h.skipTime(m).floor; got != time.Second {
+		t.Errorf("back and shedding: the step waits %v, want the 1s it was told", got)
+	}
+	answerAt(s, m.h, 2020, downAfter) // calm again
+	if got := m.h.skipTime(m).floor; got != 0 {
+		t.Errorf("back and answering %d in a row: the step waits %v, want its own backoff", downAfter, got)
+	}
+}

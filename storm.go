@@ -36,11 +36,10 @@ const DefaultReleaseShare = 0.25
 // since, so that a dead endpoint holds back no other. A Retry-After holds
 // only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
-// outcome, or its path's, is an answer (though at the first step after one
-// not if the request's Retry-After may have named the host's return, nor
-// while the host, back from down, fails attempts sent since and has not
-// answered 16 in a row after one, as a host at its capacity does: the
-// line's releases then pace the held), when its path answers (as for
+// outcome, or its path's, is an answer (though not while the host, back
+// from down, fails attempts sent since and has not answered 16 in a row
+// after one, as a host at its capacity does: the line's releases then
+// pace the held), when its path answers (as for
 // proven down), or, while no fresh requests come, when no failure is newer
 // than the request's own news of it, a Retry-After being news until the
 // moment it named. The line also probes while fresh requests are few, once
