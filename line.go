@@ -385,11 +385,7 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 	if h.down() {
 		m.downStep = now
 	}
-	// Its path answering counts only while the host looks down: on a host
-	// with one path it never does then, as steps going whenever the host
-	// was not down put the shared client's peak after the return at 5.5x
-	// of capacity, against 3.7x (docs/storm-control.md, rule 5).
-	return answered || stale || h.down() && h.pathFailed(m) < downAfter
+	return answered || stale
 }
 
 // sheds reports whether the host, back from down, has failed an attempt

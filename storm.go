@@ -39,12 +39,11 @@ const DefaultReleaseShare = 0.25
 // outcome, or its path's, is an answer (though not while the host, back
 // from down, fails attempts sent since and has not answered 16 in a row
 // after one, as a host at its capacity does: the line's releases then
-// pace the held), when its path answers (as for
-// proven down), or, while no fresh requests come, when no failure is newer
-// than the request's own news of it, a Retry-After being news until the
-// moment it named. The line also probes while fresh requests are few, once
-// a moment a Retry-After named has come; each probe is paced as a backoff
-// from when the one before went. When the host's latest failures, two or
+// pace the held), or, while no fresh requests come, when no failure is
+// newer than the request's own news of it, a Retry-After being news until
+// the moment it named. The line also probes while fresh requests are few,
+// once a moment a Retry-After named has come; each probe is paced as a
+// backoff from when the one before went. When the host's latest failures, two or
 // more in a row, are on another path, neither they nor fresh requests tell
 // of the request's path: its news is the latest failure on any other path.
 //
