@@ -592,7 +592,7 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 // failing attempts sent after it ended: plain backoff's retry there would
 // find the host back. Kept for the line's releases when the Retry-After
 // may have named the return (as a herd's does), a client told the
-// outage's end, at 2 to 30 requests a second, ended its calls 0.97-1.19 s
+// outage's end, at 2 to 30 requests a second, ended its calls 0.37-1.19 s
 // later than plain backoff on average and up to 4.2 s (the hunt's small
 // clients, seeds 1-4); each as plain backoff's now.
 func TestToldStepGoesOnTheHostsAnswer(t *testing.T) {

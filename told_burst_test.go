@@ -104,7 +104,7 @@ func TestFleetToldADelayEndsAsSoonAsPlainBackoff(t *testing.T) {
 // the host's first answer. When told steps waited for the line's
 // releases, as a herd's must to spread its return, these clients ended
 // 0.84-1.05 s later on average (the hunt's small clients, seeds 1-4:
-// 0.97-1.19 s, up to 4.2 s): from inside one client a herd member and a
+// 0.37-1.19 s, up to 4.2 s): from inside one client a herd member and a
 // small client look alike, and the client's contract comes first.
 func TestClientToldTheOutagesEndEndsAsSoonAsPlainBackoff(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
