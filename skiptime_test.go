@@ -112,7 +112,9 @@ func TestSkippedStepWaitsTheLongestRetryAfterItsPathWasTold(t *testing.T) {
 // host, back, sheds attempts sent since (a fleet told one date coming back
 // to a host at its capacity), waits that Retry-After again before its
 // next step, though the sheds say none (as a failure saying one would
-// make it wait); not once the host, back, answers downAfter in a row.
+// make it wait), but no longer than its policy's MaxDelay, the longest
+// plain backoff's own wait there; not once the host is down again, an
+// outage that said none, nor once it answers downAfter in a row.
 func TestSkippedStepWaitsItsRetryAfterWhileTheHostBackSheds(t *testing.T) {
 	s, ms := failing(2)
 	m, other := ms[0], ms[1]
@@ -123,7 +125,18 @@ func TestSkippedStepWaitsItsRetryAfterWhileTheHostBackSheds(t *testing.T) {
 	if got := m.h.skipTime(m).floor; got != time.Second {
 		t.Errorf("back and shedding: the step waits %v, want the 1s it was told", got)
 	}
-	answerAt(s, m.h, 2020, downAfter) // calm again
+	m.policy = Policy{MaxDelay: 300 * time.Millisecond}
+	if got := m.h.skipTime(m).floor; got != 300*time.Millisecond {
+		t.Errorf("back and shedding, MaxDelay 300ms: the step waits %v, want 300ms", got)
+	}
+	m.policy = Policy{}
+	for i := range downAfter {
+		failAt(s, other, 2020+i, time.Millisecond)
+	}
+	if got := m.h.skipTime(m).floor; got != 0 {
+		t.Errorf("down again, saying no Retry-After: the step waits %v, want its own backoff", got)
+	}
+	answerAt(s, m.h, 3000, downAfter+1) // back, and calm
 	if got := m.h.skipTime(m).floor; got != 0 {
 		t.Errorf("back and answering %d in a row: the step waits %v, want its own backoff", downAfter, got)
 	}
