@@ -9,7 +9,8 @@ import (
 )
 
 // Tuning of the host gate: what each number is, then the measured reason
-// for it (docs/storm-control.md has the sweeps).
+// for it (docs/storm-control.md has the sweeps). Retry-After herd figures
+// were measured while the line paced told steps, before 2026-12-07.
 const (
 	// downAfter: attempts in a row unanswered that make a host down, and
 	// prove an outage (with provenAfter).
@@ -275,8 +276,10 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	// 455-462 now). Paced by fresh requests alone, the told retries of 20
 	// drawn fleets (Retry-After: 1 or 2) ended 1,580 of 10,621 requests
 	// later than plain backoff, 15 min 54 s in all, and 1,851 sooner, 8 min
-	// 39 s; 1,159 and 6 min 45 s, 2,980 and 30 min 40 s now. A herd told
-	// the outage's end is paced as before: its Retry-After names a return.
+	// 39 s; 1,159 and 6 min 45 s, 2,980 and 30 min 40 s with it (1,026
+	// and 3 min 59 s, 2,979 and 30 min 40 s since told steps go on the
+	// host's answer). A herd told the outage's end earns no such credit:
+	// its Retry-After names a return.
 	if m != nil && m.fromLine && (!h.flowing(now) || m.told.floor > 0 && h.waits) && !h.sheds(m) {
 		h.credit += 2
 	}

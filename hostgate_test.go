@@ -594,7 +594,7 @@ func TestGateOutageStaysProvenWhenHungAttemptsFailLate(t *testing.T) {
 // may have named the return (as a herd's does), a client told the
 // outage's end, at 2 to 30 requests a second, ended its calls 0.37-1.19 s
 // later than plain backoff on average and up to 4.2 s (the hunt's small
-// clients, seeds 1-4); each as plain backoff's now.
+// clients, seeds 1-4); now 0 to 19 ms per row.
 func TestToldStepGoesOnTheHostsAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -29,7 +29,8 @@ const maxDelaySeconds = int64(math.MaxInt64 / time.Second)
 // gone when the response was sent: that also spreads clients told one
 // date over the second after it (measured against now when the clocks
 // agreed within Date's second, the simulator's fleet told one date came
-// back at 3.69x of capacity, against 1.53x; TestRetryAfterHerd). A date in
+// back at 3.69x of capacity, against 1.53x, while the line paced told
+// steps, before 2026-12-07; TestRetryAfterHerd). A date in
 // the past means no wait.
 func parseRetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))

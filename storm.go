@@ -9,8 +9,8 @@ import (
 
 // DefaultReleaseShare is what each answer of a recovering host earns its
 // held retries: a quarter of a release, the share that spread a fleet told
-// by Retry-After to come back at once best (docs/storm-control.md,
-// Tuning, has the sweep).
+// by Retry-After to come back at once best while the line paced its told
+// steps, before 2026-12-07 (docs/storm-control.md, Tuning, has the sweep).
 const DefaultReleaseShare = 0.25
 
 // StormControl keeps the retries of many requests from making an outage

@@ -79,7 +79,9 @@ func TestBurstToldRetryAfterEndsAsSoonAsPlainBackoff(t *testing.T) {
 // not its return (see host.noteNamed): -0.001 to 0.04 s. Each answer to a
 // told retry the line let go then lets two more go, as when fresh
 // requests have stopped, where the fresh requests' answers alone paced
-// them: -0.29 to -0.03 s. None may be lost, nor any fleet end later.
+// them: -0.29 to -0.03 s. Since 2026-12-07 every told step goes on the
+// host's answer (see TestToldStepGoesOnTheHostsAnswer), and noteNamed only
+// grants that slow start. None may be lost, nor any fleet end later.
 func TestFleetToldADelayEndsAsSoonAsPlainBackoff(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, fc := range []struct {
