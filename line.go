@@ -118,9 +118,9 @@ func (h *host) skipTime(m *member) skipTimes {
 	// The attempt plain backoff sends at the step may drain a body as long
 	// as a drain may take, where the request's own drained none (a reset).
 	s.fit += drainTimeout
-	if shedding := !h.down() && h.sheds(m); h.says.v > 0 || shedding {
+	if h.says.v > 0 || !h.down() && h.sheds(m) {
 		s.floor = max(m.told.floor, h.toldOnPath(m))
-		if _, most := m.policy.bounds(); shedding && h.says.v == 0 {
+		if _, most := m.policy.bounds(); h.says.v == 0 { // the sheds say none: a pacing wait, no longer than plain backoff's own
 			s.floor = min(s.floor, most)
 		}
 		if h.windows {
@@ -376,9 +376,8 @@ func (h *host) momentCame(now, at time.Time) bool {
 }
 
 // stepGoes reports whether m's step, come at now, goes: the host's latest
-// outcome, or its path's, is an answer (unless the host sheds, see
-// sheds), or
-// fresh requests have stopped (or are another path's) and no failure is
+// outcome, or its path's, is an answer (unless the host sheds, see sheds),
+// or fresh requests have stopped (or are another path's) and no failure is
 // newer than m's own news of its path (see newsFor and newsUntil), so that
 // alone it would know no more (rule 5); otherwise the step is skipped, its
 // news taken for the attempt it skips. h.mu is held.

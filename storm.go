@@ -43,9 +43,10 @@ const DefaultReleaseShare = 0.25
 // newer than the request's own news of it, a Retry-After being news until
 // the moment it named. The line also probes while fresh requests are few,
 // once a moment a Retry-After named has come; each probe is paced as a
-// backoff from when the one before went. When the host's latest failures, two or
-// more in a row, are on another path, neither they nor fresh requests tell
-// of the request's path: its news is the latest failure on any other path.
+// backoff from when the one before went. When the host's latest
+// failures, two or more in a row, are on another path, neither they nor
+// fresh requests tell of the request's path: its news is the latest
+// failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the time
