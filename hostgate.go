@@ -60,33 +60,33 @@ type hostSet struct {
 type host struct {
 	mu                  sync.Mutex
 	name                string
-	members             []*member             // the retrying requests, oldest first
-	downSeen            time.Time             // when the latest failed attempt went
-	run                 int                   // attempts failed since the latest answer: zero while its latest outcome is an answer (it is created at a failure)
-	outageStart         time.Time             // the first failure of the outage under way
-	proven              bool                  // an outage of it has been proven (see provenDown)
-	took                attemptTime           // how long its failed attempts take
-	drain               latest[time.Duration] // how long its failed responses took to drain
-	backAt              time.Time             // when it last answered after being down
-	lastFresh           time.Time             // the latest first attempt
-	gap, gapDev         time.Duration         // the usual time between first attempts, and how far a gap usually is from it
-	gaps                int                   // samples in gap, up to gapWeight
-	share, credit       float64               // releases each answer earns, and those earned, not yet used
-	releasedSinceHalved bool                  // a release happened since share was last halved
-	says                latest[time.Duration] // the Retry-After its failures came with, zero when none
-	probing             *member               // the line's probe whose outcome is awaited
-	nextProbe, probedAt time.Time             // the next probe goes no earlier; when the line's latest probe went
-	missed              int                   // the line's probes failed in a row
-	pace                time.Duration         // the wait after the latest failed probe
-	named               time.Time             // the latest moment a heeded Retry-After named (see windows)
-	paths               [pathsKept]pathRun    // the paths that answered last, newest first
-	failing             pathRun               // the path of the latest failed attempt, and its failures in a row (see besideFailingPath)
-	failPathFrom        time.Time             // when the latest failure on another path than failing's went, or later
-	calm                int                   // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
-	windows             bool                  // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
-	firstNamed          time.Time             // the first moment a heeded Retry-After named in the outage under way
-	upFrom              time.Time             // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
-	waits               bool                  // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see answered)
+	members             []*member          // the retrying requests, oldest first
+	downSeen            time.Time          // when the latest failed attempt went
+	run                 int                // attempts failed since the latest answer: zero while its latest outcome is an answer (it is created at a failure)
+	outageStart         time.Time          // the first failure of the outage under way
+	proven              bool               // an outage of it has been proven (see provenDown)
+	took                attemptTime        // how long its failed attempts take
+	drain               latest             // how long its failed responses took to drain
+	backAt              time.Time          // when it last answered after being down
+	lastFresh           time.Time          // the latest first attempt
+	gap, gapDev         time.Duration      // the usual time between first attempts, and how far a gap usually is from it
+	gaps                int                // samples in gap, up to gapWeight
+	share, credit       float64            // releases each answer earns, and those earned, not yet used
+	releasedSinceHalved bool               // a release happened since share was last halved
+	says                latest             // the Retry-After its failures came with, zero when none
+	probing             *member            // the line's probe whose outcome is awaited
+	nextProbe, probedAt time.Time          // the next probe goes no earlier; when the line's latest probe went
+	missed              int                // the line's probes failed in a row
+	pace                time.Duration      // the wait after the latest failed probe
+	named               time.Time          // the latest moment a heeded Retry-After named (see windows)
+	paths               [pathsKept]pathRun // the paths that answered last, newest first
+	failing             pathRun            // the path of the latest failed attempt, and its failures in a row (see besideFailingPath)
+	failPathFrom        time.Time          // when the latest failure on another path than failing's went, or later
+	calm                int                // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
+	windows             bool               // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
+	firstNamed          time.Time          // the first moment a heeded Retry-After named in the outage under way
+	upFrom              time.Time          // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
+	waits               bool               // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see answered)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -231,13 +231,9 @@ func (s *hostSet) join(name string, m *member, at time.Time) {
 // known). A host without state costs one atomic load; a nil set (the gate
 // off), none.
 func (s *hostSet) answered(name, path string, m *member, first bool, sent time.Time) {
-	switch {
-	case s == nil: // the gate is off
-	case m != nil: // a member has its host's state (see failed)
-		m.h.answered(time.Now(), path, m, first, s.share, sent)
-	case s.active.Load() > 0: // a read lock here, shared by every success, cost 4x under load
-		if v, ok := s.byName.Load(name); ok {
-			v.(*host).answered(time.Now(), path, nil, first, s.share, sent)
+	if s != nil && s.active.Load() > 0 { // a read lock here, shared by every success, cost 4x under load
+		if v, ok := s.byName.Load(name); ok { // a member's host is there while it is a member
+			v.(*host).answered(time.Now(), path, m, first, s.share, sent)
 		}
 	}
 }
@@ -347,16 +343,16 @@ func (h *host) flowEnd() time.Time {
 // flowing reports whether fresh requests keep coming at now. h.mu is held.
 func (h *host) flowing(now time.Time) bool { return h.gaps > 0 && now.Before(h.flowEnd()) }
 
-// latest is the latest value the host's retrying requests reported of
+// latest is the latest duration the host's retrying requests reported of
 // something, and the latest that a request other than its reporter did,
 // so that a request can ask what the others said last.
-type latest[T any] struct {
-	v, others T
+type latest struct {
+	v, others time.Duration
 	by        *member // the request that reported v
 }
 
 // note records v, reported by m.
-func (l *latest[T]) note(m *member, v T) {
+func (l *latest) note(m *member, v time.Duration) {
 	if l.by != m {
 		l.others = l.v
 	}
@@ -364,7 +360,7 @@ func (l *latest[T]) note(m *member, v T) {
 }
 
 // besides returns the latest value reported by a request other than m.
-func (l *latest[T]) besides(m *member) T {
+func (l *latest) besides(m *member) time.Duration {
 	if l.by == m {
 		return l.others
 	}

@@ -232,7 +232,7 @@ func (h *host) mayGoEarly(m *member, now time.Time) bool {
 func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if limited && !m.took.timed && !h.took.timed {
+	if limited && !h.took.timed { // m's attempts are the host's too: none of them timed either
 		return false
 	}
 	down := h.provenDown(now) && h.pathFailed(m) >= downAfter // its path does not answer
