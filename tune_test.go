@@ -86,15 +86,23 @@ func TestTuneFleet(t *testing.T) {
 }
 
 // TestTuneReleaseShare prints the ReleaseShare sweep of
-// docs/storm-control.md; set HTTPRETRY_TUNE=1 to run it. It fails a share
-// that rescues a point less than plain backoff.
+// docs/storm-control.md; set HTTPRETRY_TUNE=1 to run it, and
+// HTTPRETRY_TUNE_SEED to draw another run. It fails a share that rescues
+// a point less than plain backoff, but for the steady client: one
+// Transport's random values go to its requests in the order they draw
+// them, which storm control changes, so that its figure and plain
+// backoff's differ by a few requests from seed to seed whatever the share
+// (TestSteadyClientThroughAnOutageRescuesAsPlainBackoff compares them
+// with the same values, request by request).
 func TestTuneReleaseShare(t *testing.T) {
 	if os.Getenv("HTTPRETRY_TUNE") == "" {
 		t.Skip("set HTTPRETRY_TUNE=1")
 	}
+	seed, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_TUNE_SEED"), 10, 64)
 	for _, share := range []float64{0.1, 0.25, 0.5, 1} {
 		for _, name := range []string{"default", "shared", "retryafter", "steady"} {
 			sc := defaultFleet()
+			sc.seed = cmp.Or(seed, sc.seed)
 			switch name {
 			case "shared":
 				sc.clients = 1
@@ -105,7 +113,7 @@ func TestTuneReleaseShare(t *testing.T) {
 			}
 			m := runFleet(t, sc, StormControl{ReleaseShare: share}).metrics()
 			t.Logf("share %.2f %-10s %v", share, name, m)
-			if off := runFleet(t, sc, stormOff).metrics(); m.success < off.success-0.01 {
+			if off := runFleet(t, sc, stormOff).metrics(); name != "steady" && m.success < off.success-0.01 {
 				t.Errorf("share %.2f %s: %.1f%% rescued, off %.1f%%", share, name, 100*m.success, 100*off.success)
 			}
 		}
