@@ -32,7 +32,9 @@ const DefaultReleaseShare = 0.25
 // line sends its oldest held retry alone, now and then, as a probe.
 //
 // The terms, precisely. Proven down: none of the host's last 16 attempts
-// answered, in an outage at least two failed attempts' time old; but not
+// answered (more for a host failing over 60% of attempts at random: a run
+// as rare at its rate as 16 are at 60%), in an outage at least two failed
+// attempts' time old; but not
 // for a request whose path answered lately and has not failed 16 attempts
 // since, so that a dead endpoint holds back no other. A Retry-After holds
 // only for the outage under way, and not one that has named a rate
