@@ -38,10 +38,11 @@ type RetryEvent struct {
 	// has been drained, which may take up to 100 ms more.
 	Wait time.Duration
 	// Held is the part of Wait for which storm control's host gate held
-	// the retry in line past the step its own backoff set (see
-	// StormControl); zero for a retry that went at its step. A held
-	// request's steps follow its backoff from the steps it skipped, so
-	// its Wait may differ from its nominal backoff with Held zero.
+	// the retry in line past the step its own backoff set for it (see
+	// StormControl), the steps it skipped since included; zero for a
+	// retry that went at its step. A held request's steps follow its
+	// backoff from the steps it skipped, so its Wait may differ from its
+	// nominal backoff with Held zero.
 	Held time.Duration
 	// Stop is why OnGiveUp's caller makes no further attempt; StopNone in
 	// OnRetry.
