@@ -45,11 +45,14 @@ const (
 	// pathsKept: the paths that answered last that a host keeps (see pathFailed).
 	// A dead endpoint beside 3 live ones, 300 drawn groups: 38 of 2,338 rescues lost (58 at 1, 43 at 2, 38 at 8, 76 without).
 	pathsKept = 4
-	// randomRate: the failure rate from which a host's runs of failures must be longer than downAfter to make it down (see downRun), downAfter's own measure.
+	// downAfterRate: the random failure rate downAfter was measured at; a host failing more needs a longer run to be down (see downRun).
 	// 300 drawn groups failing 70-95% at random: 120 of 23,640 rescues lost (2,156 with downAfter alone; 98 at 0.5, 353 at 0.7).
-	randomRate = 0.6
+	downAfterRate = 0.6
+	// mostRandomRate: the highest failure rate a host's runs are read as, so that downRun is 160 at most.
+	// A state's short outages are read as random runs: without it, 15 failures and an answer, then 120 and one, left 500 in a row not down.
+	mostRandomRate = 0.95
 	// runWeight: runs in the moving mean of a host's runs of failures (see downRun).
-	// The same groups: 120 lost (178 at 4, 110 at 16, which is slower to see a host's rate fall).
+	// The same groups: 120 lost (178 at 4, 110 at 16); a host back from 90% failures is down at 16 again after 14 answers (28 at 16).
 	runWeight = 8
 )
 
@@ -95,8 +98,8 @@ type host struct {
 	firstNamed          time.Time          // the first moment a heeded Retry-After named in the outage under way
 	upFrom              time.Time          // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
 	waits               bool               // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see answered)
-	meanRun             float64            // the mean of its runs of failed attempts that an answer ended, outages left out (see downRun)
-	runs                int                // the runs in meanRun, up to runWeight
+	meanRun             float64            // the mean of its runs of failed attempts that an answer ended, those that made it down left out (see downRun)
+	runSamples          int                // the runs in meanRun, up to runWeight
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -270,8 +273,8 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	}
 	h.calm = min(h.calm+1, downAfter)
 	if h.run < h.downRun() { // a run that made it down was an outage, not one of its random failures
-		h.runs = min(h.runs+1, runWeight)
-		h.meanRun += (float64(h.run) - h.meanRun) / float64(h.runs)
+		h.runSamples = min(h.runSamples+1, runWeight)
+		h.meanRun += (float64(h.run) - h.meanRun) / float64(h.runSamples)
 	}
 	h.run, h.missed, h.pace = 0, 0, 0
 	if first {
@@ -402,18 +405,19 @@ func (a *attemptTime) note(took time.Duration) {
 func (h *host) down() bool { return h.run >= h.downRun() || h.backAt.IsZero() }
 
 // downRun returns how many attempts in a row unanswered make the host
-// down: downAfter, or, for a host that fails more than randomRate of its
-// attempts at random, a run as rare at its failure rate as downAfter is
-// at randomRate (78 at 90%), so that its random runs are not taken for an
-// outage. Its rate is read from the runs of failures that answers ended,
-// shorter than made it down: neither an outage under way nor one past
-// raises it. h.mu is held.
+// down: downAfter, or, for a host that fails more than downAfterRate of
+// its attempts at random, a run as rare at its failure rate as downAfter
+// is at downAfterRate (37 at 80%, 78 at 90%, 160 at most), so that its
+// random runs are not taken for an outage. Its rate is read from the runs
+// of failures that answers ended, all but those that made it down: a
+// shorter outage, as a young state's first run may be, counts as random
+// failures until the answers after it bring the mean down. h.mu is held.
 func (h *host) downRun() int {
-	rate := h.meanRun / (1 + h.meanRun) // a mean run of failures before each answer is rate/(1-rate)
-	if rate <= randomRate {
+	rate := min(h.meanRun/(1+h.meanRun), mostRandomRate) // a mean run of failures before each answer is rate/(1-rate)
+	if rate <= downAfterRate {
 		return downAfter
 	}
-	return int(min(math.Ceil(downAfter*math.Log(randomRate)/math.Log(rate)), math.MaxInt32))
+	return int(math.Ceil(downAfter * math.Log(downAfterRate) / math.Log(rate)))
 }
 
 // provenDown reports whether at now the host is down and proven so:

@@ -996,10 +996,12 @@ func TestHeldStepGoesOnAnAnswerOnlyWhileTheHostShedsNothing(t *testing.T) {
 // backoff would have sent, and had answered: 300 drawn groups on hosts
 // failing 70-95% at random lost 2,156 of 23,640 rescues (120 now; see
 // TestHostsFailingMostAttemptsAtRandomKeepTheirRescues). The runs that
-// answers end tell the host's rate, and a run is an outage only once it
-// is as rare at that rate as downAfter is at randomRate; a run that made
-// the host down does not count in its rate, nor does a state without
-// answered runs change.
+// answers end tell the host's rate, and a run is an outage, down and
+// proven, only once it is as rare at that rate as downAfter is at
+// downAfterRate; a run that made the host down does not count in its
+// rate. A young state, without answered runs, is down at downAfter; a
+// short outage counts as random runs, but raises the run needed no
+// higher than mostRandomRate's.
 func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	a, b := newMember(), newMember()
@@ -1010,31 +1012,49 @@ func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 			now++
 		}
 	}
-	fail(a, 1)
-	fail(b, downAfter-1)
-	if !a.h.down() || !a.h.ask(b, false, at(now)) {
-		t.Fatalf("a state without answered runs: %d failures in a row are not an outage", downAfter)
-	}
-	h := a.h
-	for range 2 * runWeight { // answers ending runs of 9 failures: a host failing 90% of attempts
+	answer := func(h *host) {
 		answerAt(s, h, now, 1)
 		now++
+	}
+	fail(a, 1)
+	fail(b, 8)
+	h := a.h
+	for range 2 * runWeight { // runs of 9 failures between answers: a host failing 90% of attempts
+		answer(h)
 		fail(a, 9)
 	}
-	need := h.downRun()
-	if need < 3*downAfter {
-		t.Fatalf("runs of 9 between answers: %d failures in a row make the host down, want about 78", need)
+	if need := h.downRun(); need != 78 {
+		t.Fatalf("runs of 9 between answers: %d failures in a row make the host down, want 78", need)
 	}
-	fail(b, need-9-1)
-	if h.down() || h.ask(b, false, at(now)) {
-		t.Errorf("%d failures in a row of a host failing 90%% at random were taken for an outage", need-1)
+	fail(b, 78-9-1)
+	if h.down() || h.ask(b, false, at(now)) || h.proven {
+		t.Errorf("77 failures in a row of a host failing 90%% at random were taken for an outage")
 	}
 	fail(b, 1)
 	if !h.down() || !h.ask(b, false, at(now)) {
-		t.Errorf("%d failures in a row, as rare at 90%% as %d at 60%%, were not an outage", need, downAfter)
+		t.Errorf("78 failures in a row, as rare at 90%% as %d at 60%%, were not an outage", downAfter)
 	}
-	answerAt(s, h, now, 1) // the outage ends: its run is not one of the host's random ones
-	if got := h.downRun(); got != need {
-		t.Errorf("after an outage, %d failures in a row make the host down, want %d as before it", got, need)
+	answer(h) // the outage ends: its run is not one of the host's random ones
+	if need := h.downRun(); need != 78 {
+		t.Errorf("after an outage, %d failures in a row make the host down, want 78 as before it", need)
+	}
+
+	s = newHostSet(DefaultReleaseShare)
+	a, b = newMember(), newMember()
+	fail(a, 1)
+	fail(b, downAfter-1)
+	if !a.h.ask(b, false, at(now)) {
+		t.Errorf("a state without answered runs: %d failures in a row are not an outage", downAfter)
+	}
+	s = newHostSet(DefaultReleaseShare)
+	a, b = newMember(), newMember()
+	fail(a, 1)
+	fail(b, downAfter-2)
+	answer(a.h)
+	fail(b, 120) // a short outage in a young state, read as random runs
+	answer(a.h)
+	fail(b, 160)
+	if !a.h.down() {
+		t.Errorf("after two short outages, 160 failures in a row are not down")
 	}
 }

@@ -400,7 +400,9 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 // 2.83-3.01x now, plain backoff 5.29x). A host that answers all it is sent
 // once back (one that flaps, or a slow one) sheds nothing; failures on
 // another path, while the latest two or more are (see besideFailingPath),
-// tell nothing of m's. h.mu is held.
+// tell nothing of m's. The answers in a row it counts to are downAfter,
+// not downRun, which a host shedding most of what it gets raises as one
+// failing most attempts at random. h.mu is held.
 func (h *host) sheds(m *member) bool { return h.calm < downAfter && !h.besideFailingPath(m) }
 
 // newsUntil returns until when m's own news of its path holds: when the

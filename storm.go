@@ -34,9 +34,9 @@ const DefaultReleaseShare = 0.25
 // The terms, precisely. Proven down: none of the host's last 16 attempts
 // answered (more for a host failing over 60% of attempts at random: a run
 // as rare at its rate as 16 are at 60%), in an outage at least two failed
-// attempts' time old; but not
-// for a request whose path answered lately and has not failed 16 attempts
-// since, so that a dead endpoint holds back no other. A Retry-After holds
+// attempts' time old; but not for a request whose path answered lately
+// and has not failed 16 attempts since, so that a dead endpoint holds
+// back no other. A Retry-After holds
 // only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
 // outcome, or its path's, is an answer (though not while the host, back
@@ -61,9 +61,10 @@ const DefaultReleaseShare = 0.25
 // among them failures of which only some carry a Retry-After (later, and
 // rarely an attempt more) and attempts slower than plain backoff's would
 // have been (later); and a held request may fail where plain backoff
-// succeeds, on a host that flaps faster than the backoff or a rate limit
+// succeeds, on a host that flaps faster than the backoff, a rate limit
 // that names its window's end (a Retry-After date, or seconds counting
-// down).
+// down), or one that fails most attempts at random, in a state too young
+// to know its rate.
 // docs/storm-control.md states each rule in full (when a Retry-After holds,
 // when the host may be back, the line's pace and probes, what a skipped
 // step stands for) and measures each exception; the README lists them in
