@@ -22,10 +22,10 @@ const (
 	downAfter = 16
 	// flowGaps: their usual gaps without one that make fresh requests stopped
 	// (fewer while fewer have been seen: see flowEnd).
-	// Virtual Retry-After herd, seeds 1-4, at e1e8b42: 87.6-89.3% rescued; 85.9-87.0% at 4, 82.5-83.5% at 12.
+	// Virtual Retry-After herd, seeds 1-4, at 07f685d: 86.0-88.3% rescued, peak after 11.1-12.2x; 85.1-86.6% and 11.6-12.7x at 4, 82.1-82.9% and 12.5-13.8x at 12.
 	flowGaps = 8
 	// gapWeight: samples in the moving average of the gap between fresh requests; caps the gaps flowEnd counts.
-	// The same herd: 87.6-89.3% rescued; 82.5-83.1% at 4, 82.7-83.5% at 6.
+	// The same herd: 86.0-88.3% rescued, peak after 11.1-12.2x; 82.0-82.5% and 12.8-14.2x at 4, 82.3-82.7% and 13.0-13.9x at 6.
 	gapWeight = 8
 	// flowDevs: deviations of that gap, past one gap, after which fresh requests count as stopped, as TCP's timeout adds four of its round trip's.
 	// 8 goroutines 200 ms apart, 1.5 s outage: calls 0.99 s (off 1.36 s; 1.85 s without); Retry-After herd 1.57-2.37x at 10, 1.51-1.92x as without at 20.
