@@ -10,8 +10,9 @@ import (
 )
 
 // Tuning of the host gate: what each number is, then the measured reason
-// for it (docs/storm-control.md has the sweeps). Retry-After herd figures
-// were measured while the line paced told steps, before 2026-12-07.
+// for it (docs/storm-control.md has the sweeps). flowDevs' Retry-After
+// herd figures were measured while the line paced told steps, before
+// 2026-12-07.
 const (
 	// downAfter: attempts in a row unanswered that make a host down, and
 	// prove an outage (with provenAfter); more for a host failing most of
