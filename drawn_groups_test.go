@@ -126,11 +126,10 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 // of attempts at random. Their runs of 16 failures in a row, which come
 // often, were taken for outages, and the held retries skipped steps that
 // plain backoff sent and had answered: 308 of 4,978 rescues lost in these
-// 60 groups, 2,156 of 23,640 in 300 (at 90%, one Transport, a request
-// every 20 to 150 ms: 421 to 510 of 1,200 requests rescued against plain
-// backoff's 588 to 765). A run makes such a host down now only once it is
-// as rare at its rate as 16 are at 60% (see host.downRun): 10 and 120
-// lost, from states too young to know their rate.
+// 60 groups, 2,156 of 23,640 in 300. A run makes such a host down now
+// only once it is as rare at its rate as 16 are at 60% (see
+// host.downRun): 10 and 120 lost, from states too young to know their
+// rate.
 func TestHostsFailingMostAttemptsAtRandomKeepTheirRescues(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	r := rand.New(rand.NewPCG(83, 84))
