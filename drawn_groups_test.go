@@ -99,22 +99,7 @@ func byFails(fails [][]bool) func() func(i int, at time.Duration) *http.Response
 // TestManySmallClientsDoNotTakeRandomFailuresForAnOutage): 0 of 217,877.
 func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
-	r := rand.New(rand.NewPCG(81, 82))
-	var g groupTally
-	for seed := range propertySeeds(60) {
-		base := time.Duration(5+r.IntN(50)) * time.Millisecond
-		pol := Policy{MaxRetries: 2 + r.IntN(5), BaseDelay: base, MaxDelay: base * time.Duration(2+r.IntN(50)), Jitter: Jitter(r.IntN(4))}
-		n := 20 + r.IntN(200)
-		span := time.Duration(100+r.IntN(3000)) * time.Millisecond
-		starts, fails := make([]time.Duration, n), make([][]bool, n)
-		for i := range n {
-			starts[i] = time.Duration(r.Int64N(int64(span)))
-			for range 1 + pol.retries() {
-				fails[i] = append(fails[i], r.Float64() < 0.6)
-			}
-		}
-		g.add(t, pol, seed, starts, byFails(fails))
-	}
+	g := randomFailureGroups(t, rand.New(rand.NewPCG(81, 82)), 5, func(*rand.Rand) float64 { return 0.6 })
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*2000 > g.rescued {
 		t.Errorf("storm control lost %d of plain backoff's %d rescues from a host failing 60%% at random", g.lost, g.rescued)
@@ -132,27 +117,34 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 // rate.
 func TestHostsFailingMostAttemptsAtRandomKeepTheirRescues(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
-	r := rand.New(rand.NewPCG(83, 84))
-	var g groupTally
-	for seed := range propertySeeds(60) {
-		base := time.Duration(5+r.IntN(50)) * time.Millisecond
-		pol := Policy{MaxRetries: 2 + r.IntN(8), BaseDelay: base, MaxDelay: base * time.Duration(2+r.IntN(50)), Jitter: Jitter(r.IntN(4))}
-		n := 20 + r.IntN(200)
-		span := time.Duration(100+r.IntN(3000)) * time.Millisecond
-		rate := 0.7 + 0.25*r.Float64()
-		starts, fails := make([]time.Duration, n), make([][]bool, n)
-		for i := range n {
-			starts[i] = time.Duration(r.Int64N(int64(span)))
-			for range 1 + pol.retries() {
-				fails[i] = append(fails[i], r.Float64() < rate)
-			}
-		}
-		g.add(t, pol, seed, starts, byFails(fails))
-	}
+	g := randomFailureGroups(t, rand.New(rand.NewPCG(83, 84)), 8, func(r *rand.Rand) float64 { return 0.7 + 0.25*r.Float64() })
 	t.Logf("storm control lost %d of plain backoff's %d rescues", g.lost, g.rescued)
 	if g.lost*100 > g.rescued {
 		t.Errorf("storm control lost %d of plain backoff's %d rescues from hosts failing 70-95%% at random", g.lost, g.rescued)
 	}
+}
+
+// randomFailureGroups runs propertySeeds(60) groups of 20 to 220 requests
+// started over 0.1 to 3.1 s, each with a Policy of 2 to 1+moreRetries
+// retries, on a host failing each attempt at random at the group's rate
+// (drawn by rate from r), the same attempts on and off.
+func randomFailureGroups(t *testing.T, r *rand.Rand, moreRetries int, rate func(*rand.Rand) float64) (g groupTally) {
+	for seed := range propertySeeds(60) {
+		base := time.Duration(5+r.IntN(50)) * time.Millisecond
+		pol := Policy{MaxRetries: 2 + r.IntN(moreRetries), BaseDelay: base, MaxDelay: base * time.Duration(2+r.IntN(50)), Jitter: Jitter(r.IntN(4))}
+		n := 20 + r.IntN(200)
+		span := time.Duration(100+r.IntN(3000)) * time.Millisecond
+		failRate := rate(r)
+		starts, fails := make([]time.Duration, n), make([][]bool, n)
+		for i := range n {
+			starts[i] = time.Duration(r.Int64N(int64(span)))
+			for range 1 + pol.retries() {
+				fails[i] = append(fails[i], r.Float64() < failRate)
+			}
+		}
+		g.add(t, pol, seed, starts, byFails(fails))
+	}
+	return g
 }
 
 // TestManySmallClientsDoNotTakeRandomFailuresForAnOutage: 5 to 205
