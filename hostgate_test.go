@@ -1058,3 +1058,39 @@ func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 		t.Errorf("after two short outages, 160 failures in a row are not down")
 	}
 }
+
+// TestRetriesRefusedAgainAfterAnOutageAreHeld: a host back from an outage
+// of shedAfterRun attempts on its one path, that refuses retries again
+// (a backlog coming back, as at a herd's date), holds them as in an
+// outage for as long as the outage lasted; not a request's first failure,
+// one that said Retry-After, one after the window, nor after an outage as
+// short as downAfter (random failures reach it: see shedAfterRun).
+func TestRetriesRefusedAgainAfterAnOutageAreHeld(t *testing.T) {
+	for _, run := range []int{downAfter, shedAfterRun} {
+		s := newHostSet(DefaultReleaseShare)
+		a, b := newMember(), newMember()
+		for i := range run { // the outage, 0 to run-1 ms
+			failAt(s, []*member{a, b}[i%2], i, time.Millisecond)
+		}
+		h := a.h
+		answerAt(s, h, run, 1) // back at run ms
+		a.n, b.n = 2, 1
+		failAt(s, a, run+1, time.Millisecond) // refused again
+		if got, want := h.ask(a, false, at(run+1)), run == shedAfterRun; got != want {
+			t.Errorf("after %d failures in a row: a retry refused again held %v, want %v", run, got, want)
+		}
+		failAt(s, b, run+2, time.Millisecond)
+		if h.ask(b, false, at(run+2)) {
+			t.Errorf("after %d failures in a row: a request's first failure held", run)
+		}
+		if h.ask(a, false, at(2*run+1)) {
+			t.Errorf("after %d failures in a row: a retry held after the outage's length", run)
+		}
+		for _, m := range []*member{b, a} { // both told, so that a is not singled out either
+			s.failed("h", m, failure{at: at(run + 3), sent: at(run + 3), floor: time.Second})
+		}
+		if h.ask(a, false, at(run+3)) {
+			t.Errorf("after %d failures in a row: a retry told Retry-After held as shed", run)
+		}
+	}
+}

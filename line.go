@@ -235,10 +235,25 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	if limited && !h.took.timed { // m's attempts are the host's too: none of them timed either
 		return false
 	}
-	down := h.provenDown(now) && h.pathFailed(m) >= downAfter // its path does not answer
-	singled := m.told.floor > 0 && h.says.besides(m) == 0     // a Retry-After of its own named its time, the others' latest failures none
-	told := !h.windows && m.toldIn.Equal(h.outageStart)       // an outage the host has since answered out of told it nothing of this one
-	return len(h.members) > 1 && !singled && (down || told)   // else it goes at its own backoff's time, as plain backoff's would
+	down := h.provenDown(now) && h.pathFailed(m) >= downAfter                    // its path does not answer
+	singled := m.told.floor > 0 && h.says.besides(m) == 0                        // a Retry-After of its own named its time, the others' latest failures none
+	told := !h.windows && m.toldIn.Equal(h.outageStart)                          // an outage the host has since answered out of told it nothing of this one
+	return len(h.members) > 1 && !singled && (down || told || h.mayShed(m, now)) // else it goes at its own backoff's time, as plain backoff's would
+}
+
+// mayShed reports whether m's retry, refused again by a host back from an
+// outage, within its shed window (see shedWindow), while the host fails
+// attempts sent since its return (see sheds) and its latest outcome is a
+// failure, is held as in an outage, so that the line's releases pace it
+// by the host's answers: the virtual Retry-After herd, seeds 1-4, rescued
+// 97.1-97.4% and peaked at 5.4-6.0x of capacity after the outage, against
+// 86.0-88.8% and 11.1-12.2x. Not a failure that said Retry-After, which
+// names its own wait, nor a request's first failure: held too, fresh
+// requests waited behind the line, and in the fleet with 12% spare
+// capacity, requests rescued both ways ended 142 ms later than plain
+// backoff's on average (76 ms now, 13 ms before this rule). h.mu is held.
+func (h *host) mayShed(m *member, now time.Time) bool {
+	return now.Before(h.shedUntil) && h.run > 0 && h.sheds(m) && m.told.floor == 0 && m.n >= 2
 }
 
 // enqueue puts the held m in line, at p; it does not block.

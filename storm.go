@@ -21,8 +21,9 @@ const DefaultReleaseShare = 0.25
 //
 // The model, per host: a retry that has waited its own backoff goes, as
 // without storm control, unless another request to the host is retrying
-// and either the host is proven down or a Retry-After told the request to
-// wait out the outage under way; then it is held. A held request keeps
+// and either the host is proven down, or, back from an outage, it refuses
+// the request's retry again, or a Retry-After told the request to wait
+// out the outage under way; then it is held. A held request keeps
 // its own backoff's steps, drawn as plain backoff draws them: at each it
 // goes if the host may be back or the step is its last, and otherwise
 // skips the step, counted as an attempt that failed. Between steps it
@@ -36,7 +37,11 @@ const DefaultReleaseShare = 0.25
 // as rare at its rate as 16 are at 60%), in an outage at least two failed
 // attempts' time old; but not for a request whose path answered lately
 // and has not failed 16 attempts since, so that a dead endpoint holds
-// back no other. A Retry-After holds
+// back no other. Refuses again: fails a retry without a Retry-After while
+// the host, back from an outage on the path it answered (32 attempts in a
+// row unanswered, or failures that said Retry-After), has failed an
+// attempt sent since, as a returning backlog finds it at its capacity,
+// for as long again as the outage lasted. A Retry-After holds
 // only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
 // outcome, or its path's, is an answer (though not while the host, back
