@@ -55,7 +55,7 @@ const (
 	// runWeight: runs in the moving mean of a host's runs of failures (see downRun).
 	// The same groups: 120 lost (178 at 4, 110 at 16); a host back from 90% failures is down at 16 again after 14 answers (28 at 16).
 	runWeight = 8
-	// shedAfterRun: attempts in a row unanswered, the path's that answers last among them, after which the host may shed (see shedWindow).
+	// shedAfterRun: attempts in a row unanswered (the answering path's latest downAfter of them among them) after which a host back may shed (see shedWindow).
 	// 600 drawn groups failing 60% at random: runs of 16 came 8 times, and retries held after them lost 7 of 64,790 rescues; none at 32.
 	shedAfterRun = 2 * downAfter
 )
@@ -317,10 +317,13 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 
 // shedWindow returns until when the host, answering path at now after an
 // outage, may shed (see mayShed): for as long as the outage lasted, as the
-// backlog built up over it comes back at once, when the outage was path's
-// (its latest failures, downAfter or more, were path's) and either long
-// (shedAfterRun attempts in a row) or told by a Retry-After; otherwise
-// never. h.mu is held.
+// backlog built up over it comes back at once, when the outage was long
+// (shedAfterRun attempts in a row, the latest downAfter of them path's)
+// or its latest failure, on path, said Retry-After (a fleet told to come
+// back has few attempts to count: the herd's Transports, a few requests a
+// second each); otherwise never. A young state's first answer is a return
+// too, so that a short outage told a Retry-After opens a short window.
+// h.mu is held.
 func (h *host) shedWindow(now time.Time, path string) time.Time {
 	onPath := h.failing.path == path
 	if onPath && h.failing.run >= downAfter && h.run >= shedAfterRun || onPath && h.says.v > 0 {

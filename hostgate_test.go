@@ -1062,35 +1062,71 @@ func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 // TestRetriesRefusedAgainAfterAnOutageAreHeld: a host back from an outage
 // of shedAfterRun attempts on its one path, that refuses retries again
 // (a backlog coming back, as at a herd's date), holds them as in an
-// outage for as long as the outage lasted; not a request's first failure,
-// one that said Retry-After, one after the window, nor after an outage as
-// short as downAfter (random failures reach it: see shedAfterRun).
+// outage for as long again as the outage lasted, while its latest outcome
+// is a failure; not a request's first failure, one that said Retry-After,
+// one after the window, nor after an outage one attempt shorter (random
+// failures reach downAfter: see shedAfterRun).
 func TestRetriesRefusedAgainAfterAnOutageAreHeld(t *testing.T) {
-	for _, run := range []int{downAfter, shedAfterRun} {
+	for _, run := range []int{shedAfterRun - 1, shedAfterRun} {
+		long := run == shedAfterRun
 		s := newHostSet(DefaultReleaseShare)
 		a, b := newMember(), newMember()
 		for i := range run { // the outage, 0 to run-1 ms
 			failAt(s, []*member{a, b}[i%2], i, time.Millisecond)
 		}
 		h := a.h
-		answerAt(s, h, run, 1) // back at run ms
+		answerAt(s, h, run, 1) // back at run ms: the window ends at 2*run ms
 		a.n, b.n = 2, 1
-		failAt(s, a, run+1, time.Millisecond) // refused again
-		if got, want := h.ask(a, false, at(run+1)), run == shedAfterRun; got != want {
-			t.Errorf("after %d failures in a row: a retry refused again held %v, want %v", run, got, want)
-		}
-		failAt(s, b, run+2, time.Millisecond)
-		if h.ask(b, false, at(run+2)) {
+		failAt(s, b, run+1, time.Millisecond)
+		if h.ask(b, false, at(run+1)) {
 			t.Errorf("after %d failures in a row: a request's first failure held", run)
 		}
+		failAt(s, a, run+2, time.Millisecond) // refused again
+		if got := h.ask(a, false, at(run+2)); got != long {
+			t.Errorf("after %d failures in a row: a retry refused again held %v, want %v", run, got, long)
+		}
+		answerAt(s, h, run+3, 1)
+		if h.ask(a, false, at(run+4)) {
+			t.Errorf("after %d failures in a row: a retry held while the host's latest outcome is an answer", run)
+		}
+		failAt(s, a, 2*run-2, time.Millisecond)
+		if got := h.ask(a, false, at(2*run-2)); got != long {
+			t.Errorf("after %d failures in a row: a retry refused again just within the window held %v, want %v", run, got, long)
+		}
+		for _, m := range []*member{b, a} { // both told, so that a is not singled out either
+			s.failed("h", m, failure{at: at(2*run - 1), sent: at(2*run - 1), floor: time.Second})
+		}
+		if h.ask(a, false, at(2*run-1)) {
+			t.Errorf("after %d failures in a row: a retry told Retry-After held as refused", run)
+		}
+		failAt(s, a, 2*run+1, time.Millisecond)
 		if h.ask(a, false, at(2*run+1)) {
 			t.Errorf("after %d failures in a row: a retry held after the outage's length", run)
 		}
-		for _, m := range []*member{b, a} { // both told, so that a is not singled out either
-			s.failed("h", m, failure{at: at(run + 3), sent: at(run + 3), floor: time.Second})
+	}
+}
+
+// TestFailuresOfAttemptsSentBeforeTheReturnAreNotRefusals: a host back
+// from an outage refuses again (see host.sheds) only by failing an
+// attempt sent since its return. A slow attempt sent before it, or one
+// not timed, which went before the host had state, fails after it
+// without making the host shed.
+func TestFailuresOfAttemptsSentBeforeTheReturnAreNotRefusals(t *testing.T) {
+	for _, sent := range []time.Time{at(30), {}, at(33)} {
+		s := newHostSet(DefaultReleaseShare)
+		a, b := newMember(), newMember()
+		for i := range shedAfterRun {
+			failAt(s, []*member{a, b}[i%2], i, time.Millisecond)
 		}
-		if h.ask(a, false, at(run+3)) {
-			t.Errorf("after %d failures in a row: a retry told Retry-After held as shed", run)
+		h := a.h
+		answerAt(s, h, shedAfterRun, 1)
+		a.n = 2
+		s.failed("h", a, failure{at: at(shedAfterRun + 2), sent: sent})
+		if got, want := h.sheds(a), sent.After(h.backAt); got != want {
+			t.Errorf("a failure of an attempt sent at %v, the host back at %v: sheds %v, want %v", sent, h.backAt, got, want)
+		}
+		if got, want := h.ask(a, false, at(shedAfterRun+2)), sent.After(h.backAt); got != want {
+			t.Errorf("a failure of an attempt sent at %v, the host back at %v: held %v, want %v", sent, h.backAt, got, want)
 		}
 	}
 }

@@ -37,11 +37,13 @@ const DefaultReleaseShare = 0.25
 // as rare at its rate as 16 are at 60%), in an outage at least two failed
 // attempts' time old; but not for a request whose path answered lately
 // and has not failed 16 attempts since, so that a dead endpoint holds
-// back no other. Refuses again: fails a retry without a Retry-After while
-// the host, back from an outage on the path it answered (32 attempts in a
-// row unanswered, or failures that said Retry-After), has failed an
-// attempt sent since, as a returning backlog finds it at its capacity,
-// for as long again as the outage lasted. A Retry-After holds
+// back no other. Refuses again: fails a retry, not a request's first
+// attempt, without a Retry-After, while the host, back from an outage (32
+// attempts in a row unanswered, the latest 16 on the path it answered, or
+// one whose latest failure, on that path, said Retry-After), has failed
+// an attempt sent since, as a returning backlog finds it at its capacity;
+// a retry starts to be held so for as long again as the outage lasted,
+// and once held goes as any held retry. A Retry-After holds
 // only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
 // outcome, or its path's, is an answer (though not while the host, back
@@ -64,12 +66,14 @@ const DefaultReleaseShare = 0.25
 // the deadline reaches returns the last outcome (see Error for a body that
 // could not be kept) with StopHostGate. These have measured exceptions,
 // among them failures of which only some carry a Retry-After (later, and
-// rarely an attempt more) and attempts slower than plain backoff's would
-// have been (later); and a held request may fail where plain backoff
-// succeeds, on a host that flaps faster than the backoff, a rate limit
-// that names its window's end (a Retry-After date, or seconds counting
-// down), or one that fails most attempts at random, in a state too young
-// to know its rate.
+// rarely an attempt more), attempts slower than plain backoff's would
+// have been (later), and a host at its capacity after an outage, whose
+// held retries wait their turn in line (later, failing or not: in the
+// virtual Retry-After herd, 0.26-0.44 s on average); and a held request
+// may fail where plain backoff succeeds, on a host that flaps faster than
+// the backoff, a rate limit that names its window's end (a Retry-After
+// date, or seconds counting down), or one that fails most attempts at
+// random, in a state too young to know its rate.
 // docs/storm-control.md states each rule in full (when a Retry-After holds,
 // when the host may be back, the line's pace and probes, what a skipped
 // step stands for) and measures each exception; the README lists them in
