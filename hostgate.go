@@ -325,8 +325,8 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 // too, so that a short outage told a Retry-After opens a short window.
 // h.mu is held.
 func (h *host) shedWindow(now time.Time, path string) time.Time {
-	onPath := h.failing.path == path
-	if onPath && h.failing.run >= downAfter && h.run >= shedAfterRun || onPath && h.says.v > 0 {
+	long := h.failing.run >= downAfter && h.run >= shedAfterRun
+	if h.failing.path == path && (long || h.says.v > 0) {
 		return now.Add(now.Sub(h.outageStart))
 	}
 	return time.Time{}
