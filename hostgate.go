@@ -317,16 +317,20 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 
 // shedWindow returns until when the host, answering path at now after an
 // outage, may shed (see mayShed): for as long as the outage lasted, as the
-// backlog built up over it comes back at once, when the outage was long
-// (shedAfterRun attempts in a row, the latest downAfter of them path's)
-// or its latest failure, on path, said Retry-After (a fleet told to come
+// backlog built up over it comes back at once, when the outage, its latest
+// failures on path, was long (shedAfterRun attempts in a row, the latest
+// downAfter of them path's) or told a Retry-After (a fleet told to come
 // back has few attempts to count: the herd's Transports, a few requests a
-// second each); otherwise never. A young state's first answer is a return
-// too, so that a short outage told a Retry-After opens a short window.
-// h.mu is held.
+// second each); otherwise never. Told, not only its latest failure: the
+// herd's first answers come among refusals, which say none, and with the
+// latest alone most of its Transports opened no window (the virtual
+// herd, seeds 1-4: peak after 5.1-6.0x of capacity, 2.5-2.9x now, with
+// mayShed's backlog). A young state's first answer is a return too, so
+// that a short outage told a Retry-After opens a short window. h.mu is
+// held.
 func (h *host) shedWindow(now time.Time, path string) time.Time {
 	long := h.failing.run >= downAfter && h.run >= shedAfterRun
-	if h.failing.path == path && (long || h.says.v > 0) {
+	if h.failing.path == path && (long || !h.firstNamed.IsZero()) {
 		return now.Add(now.Sub(h.outageStart))
 	}
 	return time.Time{}

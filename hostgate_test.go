@@ -1130,3 +1130,39 @@ func TestFailuresOfAttemptsSentBeforeTheReturnAreNotRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogOfAToldOutageIsHeldWhileTheHostSheds: a host back from an
+// outage that told Retry-After opens a shed window though the failure
+// just before its first answer, a refusal, said none; while it then
+// refuses attempts sent since, the retry of a request that failed before
+// the return (the backlog) is held, though it was told a Retry-After and
+// it is its first retry, and a fresh request's first retry is not.
+func TestBacklogOfAToldOutageIsHeldWhileTheHostSheds(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	a, b, c, d := newMember(), newMember(), newMember(), newMember()
+	for i, m := range []*member{a, b} { // the outage, told to come back at 1 s
+		s.failed("h", m, failure{first: true, at: at(i), sent: at(i), floor: time.Second})
+	}
+	h := a.h
+	failAt(s, c, 1000, time.Millisecond) // a refusal among the first answers, which says none
+	answerAt(s, h, 1001, 1)              // back: the window lasts as long as the outage, to 2002 ms
+	if !h.shedUntil.Equal(at(2002)) {
+		t.Fatalf("back from an outage that told Retry-After: may shed until %v, want %v", h.shedUntil, at(2002))
+	}
+	a.n, b.n, d.n = 1, 1, 1
+	s.failed("h", d, failure{first: true, at: at(1003), sent: at(1002)}) // refused again: sent since the return
+	if !h.ask(a, false, at(1004)) {
+		t.Error("a retry of the backlog, told Retry-After before the return, not held while the host sheds")
+	}
+	if h.ask(d, false, at(1004)) {
+		t.Error("a fresh request's first retry held")
+	}
+	answerAt(s, h, 1005, 1)
+	if h.ask(b, false, at(1006)) {
+		t.Error("a retry of the backlog held while the host's latest outcome is an answer")
+	}
+	s.failed("h", d, failure{at: at(2002), sent: at(2001)})
+	if h.ask(a, false, at(2002)) {
+		t.Error("a retry of the backlog held after the outage's length")
+	}
+}

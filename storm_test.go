@@ -837,11 +837,12 @@ func fleetOutage(t *testing.T, sc fleetScenario) {
 // answer, as a single small client's must (see
 // TestClientToldTheOutagesEndEndsAsSoonAsPlainBackoff), and those skipped
 // while the host, back, sheds wait their Retry-After again, up to
-// MaxDelay. A retry the host, back, refuses again is held as in an
-// outage (see host.mayShed): seeds 1-4, peak after 5.1-6.0x of capacity
-// against plain backoff's 13.7-14.6x, 97.1-97.6% rescued against 82%
-// (11.1-12.2x and 86.0-88.8% before; 1.5-3.0x and 100% when the line
-// paced every told step).
+// MaxDelay. While the host, back, refuses again, the backlog's retries
+// and those it refused are held as in an outage (see host.mayShed): seeds
+// 1-4, peak after 2.5-2.9x of capacity against plain backoff's
+// 13.7-14.6x, 100% rescued against 82% (5.1-6.0x and 97.1-97.6% with the
+// refused alone held, 11.1-12.2x and 86.0-88.8% with neither; 1.5-3.0x
+// and 100% when the line paced every told step).
 func TestRetryAfterHerd(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	sc := defaultFleet()
@@ -854,7 +855,7 @@ func TestRetryAfterHerd(t *testing.T) {
 	if on.early > 0 {
 		t.Errorf("%d retries before the Retry-After date", on.early)
 	}
-	if mOn.peakAfter > 0.6*mOff.peakAfter || mOn.success < mOff.success+0.1 {
+	if mOn.peakAfter > 0.3*mOff.peakAfter || mOn.success < max(mOff.success+0.1, 0.99) {
 		t.Errorf("after the date: peak %.2fx and %.1f%% rescued with storm control, %.2fx and %.1f%% without",
 			mOn.peakAfter, 100*mOn.success, mOff.peakAfter, 100*mOff.success)
 	}
