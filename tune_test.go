@@ -40,6 +40,16 @@ func TestTuneFleet(t *testing.T) {
 	tight := defaultFleet()
 	tight.rate = 880
 	scenarios["tight"] = tight
+	for secs := range 3 { // the herd told a delay (1 s, 2 s) rather than a date, and the date with 12% spare capacity
+		told := ra
+		if secs > 0 {
+			told.retryAfter, told.retryAfterSecs = false, secs
+			scenarios[fmt.Sprintf("retryafter%ds", secs)] = told
+		} else {
+			told.rate = tight.rate
+			scenarios["tight-retryafter"] = told
+		}
+	}
 	st2 := st
 	st2.policy = def
 	scenarios["steadydef"] = st2
