@@ -1166,3 +1166,36 @@ func TestBacklogOfAToldOutageIsHeldWhileTheHostSheds(t *testing.T) {
 		t.Error("a retry of the backlog held after the outage's length")
 	}
 }
+
+// TestShedWindowIsTheOutageUnderWays: the shed window opens for the
+// outage just ended alone (a Retry-After told in an earlier one opens
+// none after a short one that told none), and a request told a
+// Retry-After since the host's return, while the others' latest failures
+// say none, is singled out and not held when the host is down again.
+func TestShedWindowIsTheOutageUnderWays(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	a, b := newMember(), newMember()
+	for i, m := range []*member{a, b} { // an outage told to come back at 1 s
+		s.failed("h", m, failure{first: true, at: at(i), sent: at(i), floor: time.Second})
+	}
+	h := a.h
+	answerAt(s, h, 1001, 1)           // back: a window
+	for i := range shedAfterRun - 2 { // a second outage, shorter than shedAfterRun, that tells none
+		failAt(s, b, 1100+10*i, 5*time.Millisecond)
+	}
+	answerAt(s, h, 1500, 1)
+	if !h.shedUntil.IsZero() {
+		t.Errorf("back from a short outage that told none: may shed until %v", h.shedUntil)
+	}
+	for i := range shedAfterRun - 2 { // a third
+		failAt(s, b, 1600+10*i, 5*time.Millisecond)
+	}
+	s.failed("h", a, failure{at: at(2000), sent: at(1995), floor: time.Second})
+	failAt(s, b, 2010, 5*time.Millisecond)
+	if !h.provenDown(at(3000)) {
+		t.Fatal("the third outage is not proven")
+	}
+	if h.ask(a, false, at(3000)) {
+		t.Error("a retry told Retry-After since the return, the others' latest failures none, held")
+	}
+}

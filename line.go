@@ -235,10 +235,14 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 	if limited && !h.took.timed { // m's attempts are the host's too: none of them timed either
 		return false
 	}
-	down := h.provenDown(now) && h.pathFailed(m) >= downAfter                    // its path does not answer
-	singled := m.told.floor > 0 && h.says.besides(m) == 0 && !h.backlog(m)       // a Retry-After of its own named its time, the others' latest failures none
-	told := !h.windows && m.toldIn.Equal(h.outageStart)                          // an outage the host has since answered out of told it nothing of this one
-	return len(h.members) > 1 && !singled && (down || told || h.mayShed(m, now)) // else it goes at its own backoff's time, as plain backoff's would
+	down := h.provenDown(now) && h.pathFailed(m) >= downAfter // its path does not answer
+	singled := m.told.floor > 0 && h.says.besides(m) == 0     // a Retry-After of its own named its time, the others' latest failures none
+	told := !h.windows && m.toldIn.Equal(h.outageStart)       // an outage the host has since answered out of told it nothing of this one
+	// Otherwise it goes at its own backoff's time, as plain backoff's
+	// would. The shed rule holds a retry of the backlog however singled
+	// (see mayShed): the others' latest failures say no Retry-After
+	// because the host came back, not because the server named its time.
+	return len(h.members) > 1 && (h.mayShed(m, now) || !singled && (down || told))
 }
 
 // mayShed reports whether m's retry, within the host's shed window (see
@@ -263,9 +267,9 @@ func (h *host) mayShed(m *member, now time.Time) bool {
 }
 
 // backlog reports whether m's latest failure came before the host's
-// latest return: its retry is part of the backlog an outage built, and a
-// Retry-After it was told then is over, the host since answering. h.mu is
-// held.
+// latest return: its retry is part of the backlog an outage built. A
+// Retry-After it was told then has been waited, as the gate is asked only
+// once the retry's own wait, which waits it, is over. h.mu is held.
 func (h *host) backlog(m *member) bool { return m.told.at.Before(h.backAt) }
 
 // enqueue puts the held m in line, at p; it does not block.

@@ -40,13 +40,14 @@ const DefaultReleaseShare = 0.25
 // and has not failed 16 attempts since, so that a dead endpoint holds
 // back no other. Refuses again: the host, back from an outage (32
 // attempts in a row unanswered, the latest 16 on the path it answered, or
-// one told a Retry-After, its latest failures on that path), has failed
-// an attempt sent since and its latest outcome is a failure, as a
-// returning backlog finds it at its capacity; for as long again as the
-// outage lasted, the retries of requests that failed before the return
-// are then held, whatever they were told, and those of requests it
-// refused again, but for a request's first failure and one that said
-// Retry-After; once held, a retry goes as any held retry. A Retry-After holds
+// one told a Retry-After not over MaxRetryAfter, its latest failures on
+// that path), has failed an attempt sent since and its latest outcome is
+// a failure, as a returning backlog finds it at its capacity; for as long
+// again as the outage lasted, the retries of requests whose latest
+// failure came before the return are then held, whatever they were told,
+// and those of requests it refused again, but for a request's first
+// failure and one that said Retry-After; once held, a retry goes as any
+// held retry. A Retry-After holds
 // only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
 // outcome, or its path's, is an answer (though not while the host, back
@@ -64,9 +65,9 @@ const DefaultReleaseShare = 0.25
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff; one that succeeds may take a step more, the time
 // it takes to learn that the host is back; none goes before a Retry-After
-// it was told ends, and one the server singled out (told a Retry-After,
-// since the host's latest return, while the others' latest failures
-// named none) is not held; a hold that
+// it was told ends, and one the server singled out (told a Retry-After
+// while the others' latest failures named none) is not held, but as the
+// backlog of a host back that sheds; a hold that
 // the deadline reaches returns the last outcome (see Error for a body that
 // could not be kept) with StopHostGate. These have measured exceptions,
 // among them failures of which only some carry a Retry-After (later, and
