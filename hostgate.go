@@ -325,7 +325,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 // not only its latest failure: the herd's first answers come among
 // refusals, which say none, and with the latest alone most of its
 // Transports opened no window (the virtual herd, seed 1: peak after
-// 5.60x of capacity, 4.10x with this alone, 2.48x with mayShed's backlog
+// 5.60x of capacity, 4.10x with this alone, 2.65x with mayShed's backlog
 // too). A young state's first answer is a return too, so that a short
 // outage told a Retry-After opens a short window. h.mu is held.
 func (h *host) shedWindow(now time.Time, path string) time.Time {

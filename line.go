@@ -251,9 +251,9 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 // that the line's releases pace it by the host's answers: a retry of the
 // backlog (see backlog), whatever its request was told, or one the host,
 // back, refused again. The virtual Retry-After herd, seeds 1-4, rescued
-// 100% and peaked at 2.5-2.9x of capacity after the outage, against
+// 100% and peaked at 2.6-3.0x of capacity after the outage, against
 // 86.0-88.8% and 11.1-12.2x without the rule and 97.1-97.6% and 5.1-6.0x
-// with its refusals alone; its requests rescued both ways ended 0.67-0.72
+// with its refusals alone; its requests rescued both ways ended 0.68-0.72
 // s later than plain backoff's on average, against 0.39-0.44 s (seeds 1-4).
 // Of the refused again, not a failure that said Retry-After, which names
 // its own wait, nor a request's first failure (m.n, read by its own

@@ -74,7 +74,7 @@ const DefaultReleaseShare = 0.25
 // rarely an attempt more), attempts slower than plain backoff's would
 // have been (later), and a host at its capacity after an outage, whose
 // held retries wait their turn in line (later, failing or not: the
-// requests the virtual Retry-After herd rescues both ways, 0.67-0.72 s
+// requests the virtual Retry-After herd rescues both ways, 0.68-0.72 s
 // on average); and a held request
 // may fail where plain backoff succeeds, on a host that flaps faster than
 // the backoff, a rate limit that names its window's end (a Retry-After

@@ -839,7 +839,7 @@ func fleetOutage(t *testing.T, sc fleetScenario) {
 // while the host, back, sheds wait their Retry-After again, up to
 // MaxDelay. While the host, back, refuses again, the backlog's retries
 // and those it refused are held as in an outage (see host.mayShed): seeds
-// 1-4, peak after 2.5-2.9x of capacity against plain backoff's
+// 1-4, peak after 2.6-3.0x of capacity against plain backoff's
 // 13.7-14.6x, 100% rescued against 82% (5.1-6.0x and 97.1-97.6% with the
 // refused alone held, 11.1-12.2x and 86.0-88.8% with neither; 1.5-3.0x
 // and 100% when the line paced every told step).
