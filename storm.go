@@ -24,66 +24,63 @@ const DefaultReleaseShare = 0.25
 // and either the host is proven down, or, back from an outage, it refuses
 // attempts again and the request failed before its return or is refused
 // again, or a Retry-After told the request to wait out the outage under
-// way; then it is held. A held request keeps
-// its own backoff's steps, drawn as plain backoff draws them: at each it
-// goes if the host may be back or the step is its last, and otherwise
-// skips the step, counted as an attempt that failed. Between steps it
-// waits in the host's line, which the host's answers empty, oldest first,
-// at a pace that grows with answers and halves on failures, as TCP's
-// window (see ReleaseShare); while no fresh requests reach the host, the
-// line sends its oldest held retry alone, now and then, as a probe.
+// way; then it is held. A held request keeps its own backoff's steps,
+// drawn as plain backoff draws them: at each it goes if the host may be
+// back or the step is its last, and otherwise skips the step, counted as
+// an attempt that failed. Between steps it waits in the host's line, which
+// the host's answers empty, oldest first, at a pace that grows with
+// answers and halves on failures, as TCP's window (see ReleaseShare);
+// while no fresh requests reach the host, the line sends its oldest held
+// retry alone, now and then, as a probe.
 //
 // The terms, precisely. Proven down: none of the host's last 16 attempts
 // answered (more for a host failing over 60% of attempts at random: a run
 // as rare at its rate as 16 are at 60%), in an outage at least two failed
-// attempts' time old; but not for a request whose path answered lately
-// and has not failed 16 attempts since, so that a dead endpoint holds
-// back no other. Refuses again: the host, back from an outage (32
-// attempts in a row unanswered, the latest 16 on the path it answered, or
-// one told a Retry-After not over MaxRetryAfter, its latest failures on
-// that path), has failed an attempt sent since and its latest outcome is
-// a failure, as a returning backlog finds it at its capacity; for as long
-// again as the outage lasted, the retries of requests whose latest
-// failure came before the return are then held, whatever they were told,
-// and those of requests it refused again, but for a request's first
-// failure and one that said Retry-After; once held, a retry goes as any
-// held retry. A Retry-After holds
-// only for the outage under way, and not one that has named a rate
+// attempts' time old; but not for a request whose path answered lately and
+// has not failed 16 attempts since, so that a dead endpoint holds back no
+// other. Refuses again: the host, back from an outage (32 attempts in a
+// row unanswered, the latest 16 on the path it answered, or one told a
+// Retry-After not over MaxRetryAfter, its latest failures on that path),
+// has failed an attempt sent since and its latest outcome is a failure, as
+// a returning backlog finds it at its capacity; for as long again as the
+// outage lasted, the retries of requests whose latest failure came before
+// the return are then held, whatever they were told, and those of requests
+// it refused again, but for a request's first failure and one that said
+// Retry-After; once held, a retry goes as any held retry. A Retry-After
+// holds only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
 // outcome, or its path's, is an answer (though not while the host, back
 // from down, fails attempts sent since and has not answered 16 in a row
-// after one, as a host at its capacity does: the line's releases then
-// pace the held), or, while no fresh requests come, when no failure is
-// newer than the request's own news of it, a Retry-After being news until
-// the moment it named. The line also probes while fresh requests are few,
-// once a moment a Retry-After named has come; each probe is paced as a
-// backoff from when the one before went. When the host's latest
-// failures, two or more in a row, are on another path, neither they nor
-// fresh requests tell of the request's path: its news is the latest
-// failure on any other path.
+// after one, as a host at its capacity does: the line's releases then pace
+// the held), or, while no fresh requests come, when no failure is newer
+// than the request's own news of it, a Retry-After being news until the
+// moment it named. The line also probes while fresh requests are few, once
+// a moment a Retry-After named has come; each probe is paced as a backoff
+// from when the one before went. When the host's latest failures, two or
+// more in a row, are on another path, neither they nor fresh requests tell
+// of the request's path: its news is the latest failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
-// than with plain backoff; one that succeeds may take a step more, the time
-// it takes to learn that the host is back; none goes before a Retry-After
-// it was told ends, and one the server singled out (told a Retry-After
-// while the others' latest failures named none) is not held, but as the
-// backlog of a host back that sheds; a hold that
-// the deadline reaches returns the last outcome (see Error for a body that
-// could not be kept) with StopHostGate. These have measured exceptions,
-// among them failures of which only some carry a Retry-After (later, and
-// rarely an attempt more), attempts slower than plain backoff's would
-// have been (later), and a host at its capacity after an outage, whose
-// held retries wait their turn in line (later, failing or not: the
-// requests the virtual Retry-After herd rescues both ways, 0.68-0.72 s
-// on average); and a held request
-// may fail where plain backoff succeeds, on a host that flaps faster than
-// the backoff, a rate limit that names its window's end (a Retry-After
-// date, or seconds counting down), or one that fails most attempts at
-// random, in a state too young to know its rate.
-// docs/storm-control.md states each rule in full (when a Retry-After holds,
-// when the host may be back, the line's pace and probes, what a skipped
-// step stands for) and measures each exception; the README lists them in
-// user terms.
+// than with plain backoff; one that succeeds may take a step more, the
+// time it takes to learn that the host is back; none goes before a
+// Retry-After it was told ends, and one the server singled out (told a
+// Retry-After while the others' latest failures named none) is not held,
+// but as the backlog of a host back that sheds; a hold that the deadline
+// reaches returns the last outcome (see Error for a body that could not be
+// kept) with StopHostGate. These have measured exceptions, among them
+// failures of which only some carry a Retry-After (later, and rarely an
+// attempt more), attempts slower than plain backoff's would have been
+// (later), and a host at its capacity after an outage, whose held retries
+// wait their turn in line (later, failing or not: the requests the virtual
+// Retry-After herd rescues both ways, 0.68-0.72 s on average); and a held
+// request may fail where plain backoff succeeds, on a host that flaps
+// faster than the backoff, a rate limit that names its window's end (a
+// Retry-After date, or seconds counting down), or one that fails most
+// attempts at random, in a state too young to know its rate.
+// docs/storm-control.md states each rule in full (when a Retry-After
+// holds, when the host may be back, the line's pace and probes, what a
+// skipped step stands for) and measures each exception; the README lists
+// them in user terms.
 //
 // With the host gate off, a budget bounds retries across hosts instead
 // (see Budget). Only hosts with requests retrying have state: while none
