@@ -128,7 +128,7 @@ var stopNames = [...]string{
 	StopRewind:        "request body cannot be rewound",
 	StopInvalid:       "invalid request",
 	StopBudget:        "retry budget exhausted",
-	StopHostGate:      "held by storm control while the host was down",
+	StopHostGate:      "held by storm control while the host failed requests",
 	StopBodyTooLarge:  "body not buffered for replay (set GetBody or raise MaxBufferedBody)",
 }
 
