@@ -47,6 +47,10 @@ type fleetScenario struct {
 	paths          int64         // when over 1, requests go to that many paths in turn
 	policy         Policy
 	seed           uint64
+	// quotaRetryAfter, when set, makes a refusal of the capacity (not of
+	// the outage) a 429 with Retry-After: quotaRetryAfter seconds, as a
+	// rate limiter answers.
+	quotaRetryAfter int
 }
 
 // defaultFleet is bench/storm's default scenario.
@@ -125,6 +129,10 @@ func (s *simServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if code == 503 && s.sc.retryAfter && at < s.sc.down[1] {
 		resp.Header.Set("Retry-After", s.start.Add(s.sc.down[1]).UTC().Format(http.TimeFormat))
 		resp.Header.Set("Date", now.UTC().Format(http.TimeFormat))
+	}
+	if code == 503 && s.sc.quotaRetryAfter > 0 && !(at >= s.sc.down[0] && at < s.sc.down[1]) {
+		resp = response(http.StatusTooManyRequests, "quota")
+		resp.Header.Set("Retry-After", strconv.Itoa(s.sc.quotaRetryAfter))
 	}
 	if code == 503 && s.sc.retryAfterSecs > 0 && at < s.sc.down[1] {
 		resp.Header.Set("Retry-After", strconv.Itoa(s.sc.retryAfterSecs))

@@ -95,6 +95,81 @@ func TestTuneFleet(t *testing.T) {
 	}
 }
 
+// TestTunePairs compares storm control with plain backoff request by
+// request, each request of an open-loop fleet paired by its arrival with
+// itself in the other run: of plain backoff's rescues, how many storm
+// control loses and how many it adds, and how much later, on average, it
+// ends the requests both rescue. Set HTTPRETRY_TUNE=1 to run it,
+// HTTPRETRY_TUNE_SEED to draw another run, HTTPRETRY_TUNE_ONLY to run one
+// scenario. It only prints: the figures of docs/storm-control.md (The
+// backlog too) come from it.
+func TestTunePairs(t *testing.T) {
+	if os.Getenv("HTTPRETRY_TUNE") == "" {
+		t.Skip("set HTTPRETRY_TUNE=1")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_TUNE_SEED"), 10, 64)
+	told, tight := defaultFleet(), defaultFleet()
+	told.retryAfter, tight.rate = true, 880
+	quota := fleetScenario{clients: 10, rate: 90, capacity: 100, down: [2]time.Duration{time.Second, 3 * time.Second}, retryAfterSecs: 1, quotaRetryAfter: 1, duration: 8 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond, seed: 1}
+	scenarios := map[string]fleetScenario{"default": defaultFleet(), "retryafter": told, "tight": tight, "quota-after-outage": quota}
+	for secs := 1; secs <= 2; secs++ {
+		sc := told
+		sc.retryAfter, sc.retryAfterSecs = false, secs
+		scenarios[fmt.Sprintf("retryafter%ds", secs)] = sc
+	}
+	tightTold := told
+	tightTold.rate = tight.rate
+	scenarios["tight-retryafter"] = tightTold
+	for name, sc := range scenarios {
+		if only := os.Getenv("HTTPRETRY_TUNE_ONLY"); only != "" && only != name {
+			continue
+		}
+		sc.seed = cmp.Or(seed, sc.seed)
+		on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
+		p := pairRequests(on.requests, off.requests)
+		t.Logf("%s: %d requests, plain backoff rescues %d; storm control loses %d of them and adds %d; rescued both ways, it ends them %v later on average; %d fail both ways\n  on:  %v\n  off: %v",
+			name, p.paired, p.bothOK+p.lost, p.lost, p.won, p.later.Round(time.Millisecond), p.bothFailed, on.metrics(), off.metrics())
+	}
+}
+
+// requestPairs counts the requests of two runs of one open-loop fleet,
+// paired by their arrivals (see TestTunePairs).
+type requestPairs struct {
+	paired, bothOK, lost, won, bothFailed int
+	later                                 time.Duration // mean, over bothOK
+}
+
+// pairRequests pairs on's requests with off's by their arrival.
+func pairRequests(on, off []simRequest) (p requestPairs) {
+	byStart := make(map[time.Duration]simRequest, len(off))
+	for _, r := range off {
+		byStart[r.start] = r
+	}
+	var later time.Duration
+	for _, r := range on {
+		o, ok := byStart[r.start]
+		if !ok {
+			continue
+		}
+		p.paired++
+		switch {
+		case r.ok && o.ok:
+			p.bothOK++
+			later += r.latency - o.latency
+		case o.ok:
+			p.lost++
+		case r.ok:
+			p.won++
+		default:
+			p.bothFailed++
+		}
+	}
+	if p.bothOK > 0 {
+		p.later = later / time.Duration(p.bothOK)
+	}
+	return p
+}
+
 // TestTuneReleaseShare prints the ReleaseShare sweep of
 // docs/storm-control.md; set HTTPRETRY_TUNE=1 to run it, and
 // HTTPRETRY_TUNE_SEED to draw another run. It fails a share that rescues
