@@ -3,6 +3,7 @@ package httpretry
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -27,9 +28,6 @@ func TestTuneFleet(t *testing.T) {
 	sh := defaultFleet()
 	sh.clients = 1
 	scenarios["shared"] = sh
-	ra := defaultFleet()
-	ra.retryAfter = true
-	scenarios["retryafter"] = ra
 	rnd := defaultFleet()
 	rnd.down = [2]time.Duration{}
 	rnd.failRate = 0.05
@@ -37,19 +35,7 @@ func TestTuneFleet(t *testing.T) {
 	st := defaultFleet()
 	st.clients, st.rate, st.capacity = 1, 20, 0
 	scenarios["steady"] = st
-	tight := defaultFleet()
-	tight.rate = 880
-	scenarios["tight"] = tight
-	for secs := range 3 { // the herd told a delay (1 s, 2 s) rather than a date, and the date with 12% spare capacity
-		told := ra
-		if secs > 0 {
-			told.retryAfter, told.retryAfterSecs = false, secs
-			scenarios[fmt.Sprintf("retryafter%ds", secs)] = told
-		} else {
-			told.rate = tight.rate
-			scenarios["tight-retryafter"] = told
-		}
-	}
+	maps.Copy(scenarios, toldFleets())
 	st2 := st
 	st2.policy = def
 	scenarios["steadydef"] = st2
@@ -108,18 +94,9 @@ func TestTunePairs(t *testing.T) {
 		t.Skip("set HTTPRETRY_TUNE=1")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_TUNE_SEED"), 10, 64)
-	told, tight := defaultFleet(), defaultFleet()
-	told.retryAfter, tight.rate = true, 880
-	quota := fleetScenario{clients: 10, rate: 90, capacity: 100, down: [2]time.Duration{time.Second, 3 * time.Second}, retryAfterSecs: 1, quotaRetryAfter: 1, duration: 8 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond, seed: 1}
-	scenarios := map[string]fleetScenario{"default": defaultFleet(), "retryafter": told, "tight": tight, "quota-after-outage": quota}
-	for secs := 1; secs <= 2; secs++ {
-		sc := told
-		sc.retryAfter, sc.retryAfterSecs = false, secs
-		scenarios[fmt.Sprintf("retryafter%ds", secs)] = sc
-	}
-	tightTold := told
-	tightTold.rate = tight.rate
-	scenarios["tight-retryafter"] = tightTold
+	scenarios := toldFleets()
+	scenarios["default"] = defaultFleet()
+	scenarios["quota-after-outage"] = fleetScenario{clients: 10, rate: 90, capacity: 100, down: [2]time.Duration{time.Second, 3 * time.Second}, retryAfterSecs: 1, quotaRetryAfter: 1, duration: 8 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond, seed: 1}
 	for name, sc := range scenarios {
 		if only := os.Getenv("HTTPRETRY_TUNE_ONLY"); only != "" && only != name {
 			continue
@@ -130,6 +107,24 @@ func TestTunePairs(t *testing.T) {
 		t.Logf("%s: %d requests, plain backoff rescues %d; storm control loses %d of them and adds %d; rescued both ways, it ends them %v later on average; %d fail both ways\n  on:  %v\n  off: %v",
 			name, p.paired, p.bothOK+p.lost, p.lost, p.won, p.later.Round(time.Millisecond), p.bothFailed, on.metrics(), off.metrics())
 	}
+}
+
+// toldFleets returns the default fleet with 12% spare capacity
+// ("tight"), and the Retry-After herds: told the outage's end as a date
+// ("retryafter"), as a delay of 1 s and 2 s, and told the date with 12%
+// spare capacity.
+func toldFleets() map[string]fleetScenario {
+	told, tight := defaultFleet(), defaultFleet()
+	told.retryAfter, tight.rate = true, 880
+	fleets := map[string]fleetScenario{"retryafter": told, "tight": tight}
+	for secs := 1; secs <= 2; secs++ {
+		sc := told
+		sc.retryAfter, sc.retryAfterSecs = false, secs
+		fleets[fmt.Sprintf("retryafter%ds", secs)] = sc
+	}
+	told.rate = tight.rate
+	fleets["tight-retryafter"] = told
+	return fleets
 }
 
 // requestPairs counts the requests of two runs of one open-loop fleet,
