@@ -64,6 +64,14 @@ func defaultFleet() fleetScenario {
 	}
 }
 
+// quotaAfterOutage is 10 clients through a 2 s outage told Retry-After:
+// 1, whose host then refuses what exceeds its capacity, with 10% to
+// spare, with 429 and Retry-After: 1, as a rate limiter does.
+func quotaAfterOutage() fleetScenario {
+	return fleetScenario{clients: 10, rate: 90, capacity: 100, down: [2]time.Duration{time.Second, 3 * time.Second},
+		retryAfterSecs: 1, quotaRetryAfter: 1, duration: 8 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond, seed: 1}
+}
+
 // simWindow is one 100 ms window of a run.
 type simWindow struct {
 	attempts, served, shed, down, arrivals int

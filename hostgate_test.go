@@ -1199,3 +1199,42 @@ func TestShedWindowIsTheOutageUnderWays(t *testing.T) {
 		t.Error("a retry told Retry-After since the return, the others' latest failures none, held")
 	}
 }
+
+// TestStepsSkippedWhileTheHostShedsAreOwed: within the shed window a
+// return opens, a held step skipped while the host is not down and the
+// request's path answers is owed; not before the return, not once the
+// host is down again, not for a path that has not answered, and not
+// after the window.
+func TestStepsSkippedWhileTheHostShedsAreOwed(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	a, b, other := newMember(), newMember(), newMember()
+	for i, m := range []*member{a, b} { // an outage told to come back at 1 s
+		s.failed("h", m, failure{first: true, at: at(i), sent: at(i), floor: time.Second})
+	}
+	h := a.h
+	if h.owes(a, at(500)) {
+		t.Error("a step skipped in the outage owed")
+	}
+	answerAt(s, h, 1001, 1) // back: the window lasts to 2002 ms
+	s.failed("h", other, failure{first: true, at: at(1002), sent: at(1002), path: "/dead"})
+	failAt(s, b, 1003, time.Millisecond)
+	for _, c := range []struct {
+		m    *member
+		ms   int
+		want bool
+	}{
+		{a, 1004, true},      // the host sheds: its latest failure is newer than its answer
+		{other, 1004, false}, // its path has not answered
+		{a, 2002, false},     // the window is over
+	} {
+		if got := h.owes(c.m, at(c.ms)); got != c.want {
+			t.Errorf("path %q at %d ms: owed %v, want %v", c.m.told.path, c.ms, got, c.want)
+		}
+	}
+	for i := range downAfter { // down again
+		failAt(s, b, 1100+i, time.Millisecond)
+	}
+	if h.owes(a, at(1200)) {
+		t.Error("a step skipped while the host is down again owed")
+	}
+}

@@ -38,7 +38,7 @@ func TestStepNotTakenForTheLastHasItsNextWithinMaxElapsed(t *testing.T) {
 					step := start.Add(at)
 					if !r.lastStep(1, step, &skip) {
 						notLast++
-						if next := r.nextStep(step, skip); !next.at().Before(r.limit()) {
+						if next, _ := r.nextStep(step, skip, false); !next.at().Before(r.limit()) {
 							t.Errorf("step at %v (u %v, named %v) not the last, but the next comes at %v, at or past MaxElapsed (%v)", at, u, named, next.at().Sub(start), tr.MaxElapsed)
 						}
 					}

@@ -861,6 +861,50 @@ func TestRetryAfterHerd(t *testing.T) {
 	}
 }
 
+// TestQuotaAfterAnOutageRescuesAsPlainBackoff: the held backlog of a
+// host back at its capacity keeps the chances plain backoff's steps have,
+// as the steps it skips while the host answers are owed, not spent (see
+// host.owes). Spent, storm control rescued 97.1% and 96.9% on seeds 1
+// and 2, plain backoff 98.5% and 99.3%.
+func TestQuotaAfterAnOutageRescuesAsPlainBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	for seed := uint64(1); seed <= 2; seed++ {
+		sc := quotaAfterOutage()
+		sc.seed = seed
+		on, off := runFleet(t, sc, StormControl{}).metrics(), runFleet(t, sc, stormOff).metrics()
+		if on.success < off.success {
+			t.Errorf("seed %d: storm control rescued %.1f%%, plain backoff %.1f%%\non:  %v\noff: %v", seed, 100*on.success, 100*off.success, on, off)
+		}
+	}
+}
+
+// TestOwedStepsWithAZeroRandomEnd: an owed step put off by its own
+// backoff alone, which a Random returning 0 draws as nothing, came again
+// at once, and the quota's held requests spun without end; it waits the
+// policy's base delay at least.
+func TestOwedStepsWithAZeroRandomEnd(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	sc := quotaAfterOutage()
+	var m fleetMetrics
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		synctest.Test(t, func(*testing.T) {
+			m = simulate(sc, func(base http.RoundTripper) http.RoundTripper {
+				return &Transport{Base: base, Policy: sc.policy, Random: func() float64 { return 0 }}
+			}).metrics()
+		})
+	}()
+	select { // a watchdog: the bubble's clock does not move while it spins
+	case <-done:
+		if m.requests == 0 || m.success < 0.9 {
+			t.Errorf("%v", m)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the fleet did not end")
+	}
+}
+
 // TestNoStateKeptForHostsThatFailedOnce: one failing request each to 5000
 // hosts leaves nothing behind once they are over.
 func TestNoStateKeptForHostsThatFailedOnce(t *testing.T) {

@@ -96,7 +96,7 @@ func TestTunePairs(t *testing.T) {
 	seed, _ := strconv.ParseUint(os.Getenv("HTTPRETRY_TUNE_SEED"), 10, 64)
 	scenarios := toldFleets()
 	scenarios["default"] = defaultFleet()
-	scenarios["quota-after-outage"] = fleetScenario{clients: 10, rate: 90, capacity: 100, down: [2]time.Duration{time.Second, 3 * time.Second}, retryAfterSecs: 1, quotaRetryAfter: 1, duration: 8 * time.Second, timeout: 10 * time.Second, latency: time.Millisecond, seed: 1}
+	scenarios["quota-after-outage"] = quotaAfterOutage()
 	for name, sc := range scenarios {
 		if only := os.Getenv("HTTPRETRY_TUNE_ONLY"); only != "" && only != name {
 			continue
