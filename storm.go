@@ -27,7 +27,10 @@ const DefaultReleaseShare = 0.25
 // way; then it is held. A held request keeps its own backoff's steps,
 // drawn as plain backoff draws them: at each it goes if the host may be
 // back or the step is its last, and otherwise skips the step, counted as
-// an attempt that failed. Between steps it waits in the host's line, which
+// an attempt that failed, but for one owed: back from an outage that
+// holds its backlog (below), for as long again as it lasted, the host not
+// down and the request's path answering, the step is put off by its own
+// backoff and counts as nothing. Between steps it waits in the host's line, which
 // the host's answers empty, oldest first, at a pace that grows with
 // answers and halves on failures, as TCP's window (see ReleaseShare);
 // while no fresh requests reach the host, the line sends its oldest held
@@ -61,7 +64,9 @@ const DefaultReleaseShare = 0.25
 // of the request's path: its news is the latest failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
-// than with plain backoff; one that succeeds may take a step more, the
+// than with plain backoff, but for steps owed, which may put it later by
+// as long as the outage lasted at most; one that succeeds may take a
+// step more, the
 // time it takes to learn that the host is back; none goes before a
 // Retry-After it was told ends, and one the server singled out (told a
 // Retry-After while the others' latest failures named none) is not held,
