@@ -7,9 +7,9 @@ import (
 
 // hold holds the retry due at due while storm control says so. A held
 // request keeps its own backoff's steps: at each it goes, or skips it,
-// taken as sent and failed as the host's other attempts are, and waits
-// for the next, which the line may let it go before; its last step always
-// goes. It reports whether the retry was held, or why it is not sent: the
+// taken as sent and failed as the host's other attempts are, or puts it
+// off when it is owed (see host.owes), and waits for the next, which the
+// line may let it go before; its last step always goes. It reports whether the retry was held, or why it is not sent: the
 // deadline reached (StopHostGate), or ctx canceled; MaxElapsed is never
 // reached in a hold, as the step before it is the last and goes. A retry
 // that goes at its first look was not held, however long the look took.
@@ -29,8 +29,8 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
 	// dead host gets 4.4 attempts per call for it, against 3.6 (plain
 	// backoff 6).
-	cur, owed := heldStep{from: due}, false // owed: cur is a step put off, not skipped (see host.owes)
-	for waited := false; ; waited = true {  // waited: a step skipped or a pause
+	cur, owed, putOffs := heldStep{from: due}, false, 0 // owed: cur is a step put off (putOffs times), not skipped (see host.owes)
+	for waited := false; ; waited = true {              // waited: a step skipped or a pause
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
 		// Whether the step is its last is known only now, the host's
@@ -51,9 +51,11 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 			m.inLine = true
 			return waited, StopNone
 		case atStep:
-			cur, owed = r.nextStep(next, skip, m.h.owes(m, now))
+			if cur, owed = r.nextStep(next, skip, putOffs, m.h.owes(m, now)); owed {
+				putOffs++
+			}
 			p := r.place(cur.at(), false)
-			p.spare = p.spare || owed // the step put off may go before it comes again
+			p.owed = owed
 			m.h.enqueue(m, p)
 		default:
 			if err := m.pause(ctx, earlierOf(wake, next).Sub(now)); err == context.DeadlineExceeded {
@@ -139,16 +141,11 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // that failed as long as its own attempts take, its response drained as
 // the host's latest (see skipTimes.stepDrain), and returns the next,
 // which waits at least a Retry-After while the host still says one (see
-// skipTimes.floor). An owed step (see host.owes) is put off instead: it
-// comes again after its own backoff, drawn anew, and counts as nothing;
-// no Retry-After floors that wait, as no attempt went to be told one, but
-// the policy's base delay does, as a draw near zero, or a Random that
-// returns 0, put it off by nothing, again and again, without end.
-func (r *retrier) nextStep(at time.Time, skip skipTimes, owed bool) (heldStep, bool) {
-	if owed {
-		s := r.stepFrom(r.step(), at, skipTimes{}, true)
-		base, _ := r.pol.bounds() // over zero: hold holds nothing otherwise
-		s.own = max(s.own, base)
+// skipTimes.floor). An owed step (see host.owes) is put off instead, and
+// counts as nothing, unless the step it comes as then would be its last:
+// skipped, the step after it fits the limits (see lastStep).
+func (r *retrier) nextStep(at time.Time, skip skipTimes, putOffs int, owed bool) (heldStep, bool) {
+	if s := r.putOff(at, putOffs); owed && !r.lastStep(r.step(), s.at(), &skip) {
 		return s, true
 	}
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
@@ -158,6 +155,21 @@ func (r *retrier) nextStep(at time.Time, skip skipTimes, owed bool) (heldStep, b
 	s := r.stepFrom(r.step(), r.skippedEnd(at, skip), skip, true)
 	r.prev = s.at().Sub(s.from)
 	return s, false
+}
+
+// putOff returns the step at at put off for the putOffs-th time before:
+// by the backoff of as many steps after it, with the random value its
+// own draw will use (peeked, so that its waits draw as plain backoff's
+// do), and no Retry-After floor, as no attempt went to be told one. The
+// policy's base delay bounds it below: a draw near zero, or a Random that
+// returns 0, put it off by nothing, again and again, without end; and it
+// grows, as the held request's own backoff would, so that a long shed
+// window puts it off a few times, not once each base delay.
+func (r *retrier) putOff(at time.Time, putOffs int) heldStep {
+	s := r.stepFrom(r.step()+putOffs, at, skipTimes{}, false)
+	base, _ := r.pol.bounds() // over zero: hold holds nothing otherwise
+	s.own = max(s.own, base)
+	return s
 }
 
 // skippedEnd returns when the step at at, skipped, is taken to have

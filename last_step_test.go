@@ -38,7 +38,7 @@ func TestStepNotTakenForTheLastHasItsNextWithinMaxElapsed(t *testing.T) {
 					step := start.Add(at)
 					if !r.lastStep(1, step, &skip) {
 						notLast++
-						if next, _ := r.nextStep(step, skip, false); !next.at().Before(r.limit()) {
+						if next, _ := r.nextStep(step, skip, 0, false); !next.at().Before(r.limit()) {
 							t.Errorf("step at %v (u %v, named %v) not the last, but the next comes at %v, at or past MaxElapsed (%v)", at, u, named, next.at().Sub(start), tr.MaxElapsed)
 						}
 					}
@@ -49,5 +49,51 @@ func TestStepNotTakenForTheLastHasItsNextWithinMaxElapsed(t *testing.T) {
 	}
 	if notLast == 0 {
 		t.Fatal("every step was the last: the grid checks nothing")
+	}
+}
+
+// TestStepPutOffKeepsTheNextWithinMaxElapsed: a held step that is owed
+// (see host.owes) and not its last is put off only so far that the step
+// after it still fits MaxElapsed, or not at all. Put off by the base
+// delay, as far as full jitter's small draws and no Retry-After floor
+// allowed, it came past MaxElapsed's end and was sent there (a review's
+// find: MaxElapsed 1.29 s, the retry at 1.300 s).
+func TestStepPutOffKeepsTheNextWithinMaxElapsed(t *testing.T) {
+	ms := time.Millisecond
+	var put int
+	for at := 100 * ms; at <= 1300*ms; at += 5 * ms {
+		for _, u := range []float64{0, 0.2, 0.5, 0.99} {
+			for _, jitter := range []Jitter{JitterFull, JitterDecorrelated, JitterNone} {
+				synctest.Test(t, func(t *testing.T) {
+					tr := &Transport{Random: func() float64 { return u }, MaxElapsed: 1302 * ms}
+					st := tr.ownStorm()
+					start := time.Now()
+					req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://h.test/", nil)
+					m := st.failed("h.test", nil, failure{first: true, at: start.Add(ms), sent: start})
+					m.policy = Policy{Jitter: jitter}
+					m.took = attemptTime{avg: ms, longest: ms, timed: true}
+					r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, start: start}
+					step, skip := start.Add(at), skipTimes{}
+					for putOffs := range 3 {
+						if r.lastStep(1, step, &skip) {
+							break // it goes: hold puts off no last step
+						}
+						next, owed := r.nextStep(step, skip, putOffs, true)
+						if !owed {
+							break
+						}
+						put++
+						if !next.at().Before(r.limit()) {
+							t.Errorf("step at %v (u %v, %v) put off a %d-th time to %v, at or past MaxElapsed (%v)", at, u, jitter, putOffs+1, next.at().Sub(start), tr.MaxElapsed)
+						}
+						step = next.at()
+					}
+					st.end(m, false)
+				})
+			}
+		}
+	}
+	if put == 0 {
+		t.Fatal("no step was put off: the grid checks nothing")
 	}
 }

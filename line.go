@@ -44,6 +44,7 @@ type place struct {
 	last      bool      // that step is its last: it goes then
 	limit     time.Time // the deadline or MaxElapsed's end; zero when neither
 	spare     bool      // it has skipped more steps than it sent retries between them: one may go
+	owed      bool      // the step it waits for is one put off (see host.owes): sent before it comes, it is that step
 	ownWait   bool      // it waits its own backoff: alone, it waits it whole (rule 1)
 	notBefore time.Time // the end of the Retry-After it was told: it goes no earlier
 }
@@ -283,7 +284,8 @@ func (h *host) enqueue(m *member, p place) {
 // steps: it has a step skipped to stand for, the Retry-After it was told
 // has ended, and its attempt would be back before its next step (one
 // still out went late, a 447 ms attempt between 151 ms waits putting the
-// rest off); and not when, the host down and saying Retry-After, told one
+// rest off), or the step it waits for is one put off (see host.owes),
+// which it then is; and not when, the host down and saying Retry-After, told one
 // again would end past its next step, or past the deadline or
 // MaxElapsed: plain backoff sends its retry at its step, which may find
 // the host back (a burst of 100 told Retry-After: 1 through a 2 s outage:
@@ -294,7 +296,8 @@ func (h *host) enqueue(m *member, p place) {
 // h.mu is held.
 func (h *host) mayGoBetween(m *member, now time.Time) bool {
 	back := now.Add(m.took.avg + m.drains.avg)
-	if now.Before(m.notBefore) || !m.spare || !m.nextAt.IsZero() && !back.Before(m.nextAt) {
+	between := m.spare && (m.nextAt.IsZero() || back.Before(m.nextAt)) // a retry back before its next step, standing for one skipped
+	if now.Before(m.notBefore) || !between && !m.owed {
 		return false
 	}
 	if m.told.floor == 0 || h.says.v == 0 || !h.down() {
@@ -431,7 +434,7 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 // refusing what exceeds its capacity with 429 and Retry-After: 1, rescued
 // 96.9-98.3% against plain backoff's 97.7-99.3% (virtual, seeds 1-4).
 // A held request that fails may then end later than plain backoff's, by
-// the shed window at most. h.mu is held by none: it locks.
+// the window and a put-off step at most. h.mu is held by none: it locks.
 func (h *host) owes(m *member, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -65,8 +65,8 @@ const DefaultReleaseShare = 0.25
 //
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff, but for steps owed, which may put it later by
-// as long as the outage lasted at most; one that succeeds may take a
-// step more, the
+// as long as the outage lasted and a step at most; one that succeeds may
+// take a step more, the
 // time it takes to learn that the host is back; none goes before a
 // Retry-After it was told ends, and one the server singled out (told a
 // Retry-After while the others' latest failures named none) is not held,
