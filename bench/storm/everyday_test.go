@@ -169,6 +169,20 @@ func TestHerdRetryAfter(t *testing.T) {
 	if rep := r.Reply(1300*ms, 1); rep.RetryAfter != 2*time.Second {
 		t.Fatalf("fixed Retry-After: %+v, want 2 s (rounded up)", rep)
 	}
+	// A quota after the outage: the excess over the capacity gets 429 with
+	// the fixed Retry-After; a plain 503 without ThrottleShed.
+	for _, throttle := range []bool{false, true} {
+		sc.ThrottleShed, sc.Capacity, sc.Burst = throttle, 10, 1
+		r = newRecorder(sc)
+		r.Reply(5*time.Second, 1) // takes the one token
+		rep, want, after := r.Reply(5*time.Second, 2), Shed, time.Duration(0)
+		if throttle {
+			want, after = Throttled, 2*time.Second
+		}
+		if rep.Verdict != want || rep.RetryAfter != after {
+			t.Fatalf("over capacity, ThrottleShed %v: %+v, want %v with Retry-After %v", throttle, rep, want, after)
+		}
+	}
 	// The other fleet modes tell nothing.
 	r = newRecorder(Default())
 	if rep := r.Reply(1300*ms, 1); rep.Verdict != Down || rep.RetryAfter != 0 || r.calls != nil {

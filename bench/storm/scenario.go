@@ -98,6 +98,11 @@ type Scenario struct {
 	// positive (zero there means the seconds left until the outage's end,
 	// rounded up, so that every answer names about the same date).
 	RetryAfter time.Duration
+	// ThrottleShed, in RetryAfterHerd, answers what exceeds the capacity
+	// with 429 and Retry-After (RetryAfter, a second at least) rather than
+	// a plain 503, as a rate limiter in front of the server does: a quota
+	// after the outage.
+	ThrottleShed bool
 	// Rate is the logical requests per second offered by all clients
 	// together (the nominal rate for Closed).
 	Rate float64

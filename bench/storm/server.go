@@ -22,7 +22,8 @@ const (
 	// Flaky: 503 at random (Random and RandomClosed), whatever the load.
 	Flaky
 	// Throttled: 429 with a Retry-After (RetryAfterLong's first attempt of
-	// each call).
+	// each call; RetryAfterHerd's excess over the capacity with
+	// ThrottleShed).
 	Throttled
 )
 
@@ -195,6 +196,9 @@ func (r *recorder) verdict(now time.Duration, c *call) Verdict {
 		}
 	}
 	if r.bucket != nil && !r.bucket.Take(now) {
+		if r.sc.ThrottleShed && r.sc.Mode == RetryAfterHerd {
+			return Throttled
+		}
 		return Shed
 	}
 	return Served

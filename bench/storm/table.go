@@ -57,6 +57,9 @@ func Describe(w io.Writer, sc Scenario) {
 			told = fmt.Sprintf("%d", int(ceilSeconds(sc.RetryAfter)/time.Second))
 		}
 		fmt.Fprintf(w, " Every outage 503 carries Retry-After: %s.", told)
+		if sc.ThrottleShed {
+			fmt.Fprintf(w, " What exceeds the capacity gets 429 with Retry-After: %d (a quota).", int(ceilSeconds(sc.RetryAfter)/time.Second))
+		}
 	}
 	fmt.Fprintln(w, serviceNote(sc))
 }

@@ -46,6 +46,7 @@ func main() {
 	flag.DurationVar(&f.FlapPeriod, "flap", f.FlapPeriod, "when positive, the host is also down in every other interval this long, the first included, until -duration (flapping)")
 	flag.DurationVar(&f.ServiceTime, "service-time", f.ServiceTime, "how long the server takes over each attempt before it answers (burst -service-time 200ms is the slow burst)")
 	flag.DurationVar(&f.RetryAfter, "retry-after", f.RetryAfter, "Retry-After sent (whole seconds): on retry-after-long's 429s; on retry-after-herd's 503s, 0 meaning until the outage's end")
+	flag.BoolVar(&f.ThrottleShed, "throttle-shed", f.ThrottleShed, "retry-after-herd: answer what exceeds the capacity with 429 and Retry-After (-retry-after, a second at least), as a quota does")
 	flag.IntVar(&f.Params.MaxRetries, "retries", f.Params.MaxRetries, "retries after the first attempt")
 	flag.DurationVar(&f.Params.BaseDelay, "base", f.Params.BaseDelay, "backoff base delay")
 	flag.DurationVar(&f.Params.MaxDelay, "cap", f.Params.MaxDelay, "backoff cap")
@@ -130,24 +131,25 @@ func scenario(mode storm.Mode, f storm.Scenario, smoke bool) (storm.Scenario, er
 
 // overrides copy one flag's value from the flags' scenario onto the preset.
 var overrides = map[string]func(dst *storm.Scenario, f storm.Scenario){
-	"clients":      func(d *storm.Scenario, f storm.Scenario) { d.Clients = f.Clients },
-	"workers":      func(d *storm.Scenario, f storm.Scenario) { d.Workers = f.Workers },
-	"calls":        func(d *storm.Scenario, f storm.Scenario) { d.Calls = f.Calls },
-	"stagger":      func(d *storm.Scenario, f storm.Scenario) { d.Stagger = f.Stagger },
-	"rate":         func(d *storm.Scenario, f storm.Scenario) { d.Rate = f.Rate },
-	"capacity":     func(d *storm.Scenario, f storm.Scenario) { d.Capacity = f.Capacity },
-	"outage-start": func(d *storm.Scenario, f storm.Scenario) { d.OutageStart = f.OutageStart },
-	"outage-end":   func(d *storm.Scenario, f storm.Scenario) { d.OutageEnd = f.OutageEnd },
-	"duration":     func(d *storm.Scenario, f storm.Scenario) { d.Duration = f.Duration },
-	"timeout":      func(d *storm.Scenario, f storm.Scenario) { d.RequestTimeout = f.RequestTimeout },
-	"flap":         func(d *storm.Scenario, f storm.Scenario) { d.FlapPeriod = f.FlapPeriod },
-	"service-time": func(d *storm.Scenario, f storm.Scenario) { d.ServiceTime = f.ServiceTime },
-	"retry-after":  func(d *storm.Scenario, f storm.Scenario) { d.RetryAfter = f.RetryAfter },
-	"retries":      func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxRetries = f.Params.MaxRetries },
-	"base":         func(d *storm.Scenario, f storm.Scenario) { d.Params.BaseDelay = f.Params.BaseDelay },
-	"cap":          func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxDelay = f.Params.MaxDelay },
-	"fail-rate":    func(d *storm.Scenario, f storm.Scenario) { d.FailRate = f.FailRate },
-	"seed":         func(d *storm.Scenario, f storm.Scenario) { d.Seed = f.Seed },
+	"clients":       func(d *storm.Scenario, f storm.Scenario) { d.Clients = f.Clients },
+	"workers":       func(d *storm.Scenario, f storm.Scenario) { d.Workers = f.Workers },
+	"calls":         func(d *storm.Scenario, f storm.Scenario) { d.Calls = f.Calls },
+	"stagger":       func(d *storm.Scenario, f storm.Scenario) { d.Stagger = f.Stagger },
+	"rate":          func(d *storm.Scenario, f storm.Scenario) { d.Rate = f.Rate },
+	"capacity":      func(d *storm.Scenario, f storm.Scenario) { d.Capacity = f.Capacity },
+	"outage-start":  func(d *storm.Scenario, f storm.Scenario) { d.OutageStart = f.OutageStart },
+	"outage-end":    func(d *storm.Scenario, f storm.Scenario) { d.OutageEnd = f.OutageEnd },
+	"duration":      func(d *storm.Scenario, f storm.Scenario) { d.Duration = f.Duration },
+	"timeout":       func(d *storm.Scenario, f storm.Scenario) { d.RequestTimeout = f.RequestTimeout },
+	"flap":          func(d *storm.Scenario, f storm.Scenario) { d.FlapPeriod = f.FlapPeriod },
+	"service-time":  func(d *storm.Scenario, f storm.Scenario) { d.ServiceTime = f.ServiceTime },
+	"retry-after":   func(d *storm.Scenario, f storm.Scenario) { d.RetryAfter = f.RetryAfter },
+	"throttle-shed": func(d *storm.Scenario, f storm.Scenario) { d.ThrottleShed = f.ThrottleShed },
+	"retries":       func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxRetries = f.Params.MaxRetries },
+	"base":          func(d *storm.Scenario, f storm.Scenario) { d.Params.BaseDelay = f.Params.BaseDelay },
+	"cap":           func(d *storm.Scenario, f storm.Scenario) { d.Params.MaxDelay = f.Params.MaxDelay },
+	"fail-rate":     func(d *storm.Scenario, f storm.Scenario) { d.FailRate = f.FailRate },
+	"seed":          func(d *storm.Scenario, f storm.Scenario) { d.Seed = f.Seed },
 }
 
 // write saves the CSV and, in the modes that have one, the chart into dir.
