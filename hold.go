@@ -142,11 +142,17 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // the host's latest (see skipTimes.stepDrain), and returns the next,
 // which waits at least a Retry-After while the host still says one (see
 // skipTimes.floor). An owed step (see host.owes) is put off instead, and
-// counts as nothing, unless the step it comes as then would be its last:
-// skipped, the step after it fits the limits (see lastStep).
+// counts as nothing, unless the step it comes as then would be its last
+// (skipped, the step after it fits the limits: see lastStep), or would
+// come after plain backoff's step k could, each wait before it at
+// MaxDelay: its later steps, MaxDelay apart at most, then end the request
+// within plain backoff's longest life (a held request without a deadline
+// put off through a long shed window outlived it:
+// TestEveryRequestKeepsItsContractUnderRandomTraffic, seed 671 of 3,000).
 func (r *retrier) nextStep(at time.Time, skip skipTimes, putOffs int, owed bool) (heldStep, bool) {
-	if s := r.putOff(at, putOffs); owed && !r.lastStep(r.step(), s.at(), &skip) {
-		return s, true
+	_, most := r.pol.bounds()
+	if put := r.putOff(at, putOffs); owed && !r.lastStep(r.step(), put.at(), &skip) && !put.at().After(r.m.firstFailed.Add(times(r.step(), most))) {
+		return put, true
 	}
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
 	if !r.m.took.timed { // m.took is read without h.mu (see heldWait)

@@ -70,7 +70,7 @@ func TestStepPutOffKeepsTheNextWithinMaxElapsed(t *testing.T) {
 					start := time.Now()
 					req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://h.test/", nil)
 					m := st.failed("h.test", nil, failure{first: true, at: start.Add(ms), sent: start})
-					m.policy = Policy{Jitter: jitter}
+					m.policy, m.n = Policy{Jitter: jitter}, 1 // its first retry is due
 					m.took = attemptTime{avg: ms, longest: ms, timed: true}
 					r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, start: start}
 					step, skip := start.Add(at), skipTimes{}

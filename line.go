@@ -25,6 +25,7 @@ type member struct {
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	downStep          time.Time     // the latest of its steps that found the host down
+	firstFailed       time.Time     // when its request first failed: its steps put off keep within plain backoff's longest life from then (see retrier.nextStep)
 	// told is its latest failure: when it came (at), the Retry-After it
 	// was told (floor, zero when none; dated when it named an HTTP date),
 	// and its request's URL path, whose requests what it is told speaks for.
@@ -434,7 +435,8 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 // refusing what exceeds its capacity with 429 and Retry-After: 1, rescued
 // 96.9-98.3% against plain backoff's 97.7-99.3% (virtual, seeds 1-4).
 // A held request that fails may then end later than plain backoff's, by
-// the window and a put-off step at most. h.mu is held by none: it locks.
+// the window and a put-off step at most, and never past plain backoff's
+// longest life (see retrier.nextStep). h.mu is held by none: it locks.
 func (h *host) owes(m *member, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

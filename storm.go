@@ -64,9 +64,10 @@ const DefaultReleaseShare = 0.25
 // of the request's path: its news is the latest failure on any other path.
 //
 // So a held request that fails ends no later, and after no more attempts,
-// than with plain backoff, but for steps owed, which may put it later by
-// as long as the outage lasted and a step at most; one that succeeds may
-// take a step more, the
+// than with plain backoff, but for steps owed, which may put it later,
+// never past plain backoff's longest life (MaxRetries waits of MaxDelay
+// from its first failure, and its attempts); one that succeeds may take
+// a step more, the
 // time it takes to learn that the host is back; none goes before a
 // Retry-After it was told ends, and one the server singled out (told a
 // Retry-After while the others' latest failures named none) is not held,
@@ -222,6 +223,7 @@ type failure struct {
 func (st *stormState) failed(host string, m *member, f failure) *member {
 	if m == nil {
 		m = newMember()
+		m.firstFailed = f.at
 		st.retrying.Add(1)
 	}
 	if st.hosts != nil {

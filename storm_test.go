@@ -905,6 +905,32 @@ func TestOwedStepsWithAZeroRandomEnd(t *testing.T) {
 	}
 }
 
+// TestStepsOwedKeepARequestWithinItsOwnBackoff: through a long outage
+// and a host at its capacity after it, the steps owed to held requests
+// (see host.owes), which have no deadline, are put off only while their
+// life stays within plain backoff's longest: MaxRetries waits of
+// MaxDelay, each after an attempt's drain at its longest, and its
+// attempts. Without that bound a request was put off through the whole
+// shed window, as long as the 20 s outage: one took 6.8 s.
+func TestStepsOwedKeepARequestWithinItsOwnBackoff(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	pol := Policy{MaxRetries: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond}
+	sc := fleetScenario{clients: 1, rate: 100, capacity: 80, down: [2]time.Duration{0, 20 * time.Second},
+		duration: 30 * time.Second, latency: time.Millisecond, policy: pol, seed: 1}
+	res := runFleet(t, sc, StormControl{})
+	bound := times(pol.retries(), pol.MaxDelay+drainTimeout) + times(pol.retries()+1, 3*sc.latency/2)
+	var longest time.Duration
+	for _, r := range res.requests {
+		longest = max(longest, r.latency)
+	}
+	if longest > bound {
+		t.Errorf("a request took %v, plain backoff %v at most", longest, bound)
+	}
+	if m := res.metrics(); m.success < 0.2 {
+		t.Errorf("the scenario sheds little: %v", m)
+	}
+}
+
 // TestNoStateKeptForHostsThatFailedOnce: one failing request each to 5000
 // hosts leaves nothing behind once they are over.
 func TestNoStateKeptForHostsThatFailedOnce(t *testing.T) {
