@@ -9,10 +9,11 @@ import (
 // request keeps its own backoff's steps: at each it goes, or skips it,
 // taken as sent and failed as the host's other attempts are, or puts it
 // off when it is owed (see host.owes), and waits for the next, which the
-// line may let it go before; its last step always goes. It reports whether the retry was held, or why it is not sent: the
-// deadline reached (StopHostGate), or ctx canceled; MaxElapsed is never
-// reached in a hold, as the step before it is the last and goes. A retry
-// that goes at its first look was not held, however long the look took.
+// line may let it go before; its last step always goes. It reports
+// whether the retry was held, or why it is not sent: the deadline reached
+// (StopHostGate), or ctx canceled; MaxElapsed is never reached in a hold,
+// as the step before it is the last and goes. A retry that goes at its
+// first look was not held, however long the look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
 	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due, nil) {
@@ -29,8 +30,10 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 	// flapping host lost 1,958 rescues in 61,449 requests, now 1,670; a
 	// dead host gets 4.4 attempts per call for it, against 3.6 (plain
 	// backoff 6).
-	cur, owed, putOffs := heldStep{from: due}, false, 0 // owed: cur is a step put off (putOffs times), not skipped (see host.owes)
-	for waited := false; ; waited = true {              // waited: a step skipped or a pause
+	// owed: cur is a step put off, putOffs times so far, not skipped (see
+	// host.owes).
+	cur, owed, putOffs := heldStep{from: due}, false, 0
+	for waited := false; ; waited = true { // waited: a step skipped or a pause
 		now, next := time.Now(), cur.at()
 		atStep := !now.Before(next)
 		// Whether the step is its last is known only now, the host's
@@ -141,18 +144,13 @@ func (s heldStep) at() time.Time { return s.from.Add(max(s.own, spreadUp(s.floor
 // that failed as long as its own attempts take, its response drained as
 // the host's latest (see skipTimes.stepDrain), and returns the next,
 // which waits at least a Retry-After while the host still says one (see
-// skipTimes.floor). An owed step (see host.owes) is put off instead, and
-// counts as nothing, unless the step it comes as then would be its last
-// (skipped, the step after it fits the limits: see lastStep), or would
-// come after plain backoff's step k could, each wait before it at
-// MaxDelay: its later steps, MaxDelay apart at most, then end the request
-// within plain backoff's longest life (a held request without a deadline
-// put off through a long shed window outlived it:
-// TestEveryRequestKeepsItsContractUnderRandomTraffic, seed 671 of 3,000).
+// skipTimes.floor). An owed step (see host.owes) is put off instead, if
+// it may be (see putOff), and counts as nothing.
 func (r *retrier) nextStep(at time.Time, skip skipTimes, putOffs int, owed bool) (heldStep, bool) {
-	_, most := r.pol.bounds()
-	if put := r.putOff(at, putOffs); owed && !r.lastStep(r.step(), put.at(), &skip) && !put.at().After(r.m.firstFailed.Add(times(r.step(), most))) {
-		return put, true
+	if owed {
+		if put, ok := r.putOff(at, putOffs, skip); ok {
+			return put, true
+		}
 	}
 	r.m.skipped, r.m.drift = r.m.skipped+1, r.m.drift+skip.drain-skip.stepDrain
 	if !r.m.took.timed { // m.took is read without h.mu (see heldWait)
@@ -163,19 +161,27 @@ func (r *retrier) nextStep(at time.Time, skip skipTimes, putOffs int, owed bool)
 	return s, false
 }
 
-// putOff returns the step at at put off for the putOffs-th time before:
-// by the backoff of as many steps after it, with the random value its
-// own draw will use (peeked, so that its waits draw as plain backoff's
-// do), and no Retry-After floor, as no attempt went to be told one. The
-// policy's base delay bounds it below: a draw near zero, or a Random that
-// returns 0, put it off by nothing, again and again, without end; and it
-// grows, as the held request's own backoff would, so that a long shed
-// window puts it off a few times, not once each base delay.
-func (r *retrier) putOff(at time.Time, putOffs int) heldStep {
+// putOff returns the step at at put off for the putOffs-th time before,
+// and whether it may be put off so. It waits the backoff of as many steps
+// after it, with the random value its own draw will use (peeked, so that
+// its waits draw as plain backoff's do), and no Retry-After floor, as no
+// attempt went to be told one. The policy's base delay bounds it below: a
+// draw near zero, or a Random that returns 0, put it off by nothing,
+// again and again, without end; and it grows, as the held request's own
+// backoff would, so that a long shed window puts it off a few times, not
+// once each base delay. It may not come as the request's last step
+// (skipped instead, the step after it fits the limits: see lastStep), nor
+// after plain backoff's step could, each wait before it at MaxDelay from
+// the request's first failure, so that its later steps, MaxDelay apart
+// at most, end it within plain backoff's longest life (a held request
+// without a deadline put off through a long shed window outlived it:
+// TestEveryRequestKeepsItsContractUnderRandomTraffic, seed 671 of 3,000).
+func (r *retrier) putOff(at time.Time, putOffs int, skip skipTimes) (heldStep, bool) {
 	s := r.stepFrom(r.step()+putOffs, at, skipTimes{}, false)
-	base, _ := r.pol.bounds() // over zero: hold holds nothing otherwise
+	base, most := r.pol.bounds() // base over zero: hold holds nothing otherwise
 	s.own = max(s.own, base)
-	return s
+	inLife := !s.at().After(r.m.firstFailed.Add(times(r.step(), most)))
+	return s, inLife && !r.lastStep(r.step(), s.at(), &skip)
 }
 
 // skippedEnd returns when the step at at, skipped, is taken to have
