@@ -25,7 +25,7 @@ type member struct {
 	downNews          time.Time     // when the latest failure it acted on went: its own, or one a step of its skipped for
 	toldIn            time.Time     // the start of the outage in which its latest failure came with a Retry-After, the host down; zero when none
 	downStep          time.Time     // the latest of its steps that found the host down
-	firstFailed       time.Time     // when its request first failed: its steps put off keep within plain backoff's longest life from then (see retrier.nextStep)
+	firstFailed       time.Time     // when its request first failed: its steps put off keep within plain backoff's longest life from then (see retrier.putOff)
 	// told is its latest failure: when it came (at), the Retry-After it
 	// was told (floor, zero when none; dated when it named an HTTP date),
 	// and its request's URL path, whose requests what it is told speaks for.
@@ -286,8 +286,8 @@ func (h *host) enqueue(m *member, p place) {
 // has ended, and its attempt would be back before its next step (one
 // still out went late, a 447 ms attempt between 151 ms waits putting the
 // rest off), or the step it waits for is one put off (see host.owes),
-// which it then is; and not when, the host down and saying Retry-After, told one
-// again would end past its next step, or past the deadline or
+// which it then is; and not when, the host down and saying Retry-After,
+// told one again would end past its next step, or past the deadline or
 // MaxElapsed: plain backoff sends its retry at its step, which may find
 // the host back (a burst of 100 told Retry-After: 1 through a 2 s outage:
 // the last call 2.71 s in, plain backoff's 2.20 s; 2.03-2.05 s now).
@@ -436,7 +436,7 @@ func (h *host) stepGoes(m *member, now time.Time) bool {
 // 96.9-98.3% against plain backoff's 97.7-99.3% (virtual, seeds 1-4).
 // A held request that fails may then end later than plain backoff's, by
 // the window and a put-off step at most, and never past plain backoff's
-// longest life (see retrier.nextStep). h.mu is held by none: it locks.
+// longest life (see retrier.putOff). It takes h.mu.
 func (h *host) owes(m *member, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -27,10 +27,10 @@ const DefaultReleaseShare = 0.25
 // way; then it is held. A held request keeps its own backoff's steps,
 // drawn as plain backoff draws them: at each it goes if the host may be
 // back or the step is its last, and otherwise skips the step, counted as
-// an attempt that failed, but for one owed: back from an outage that
-// holds its backlog (below), for as long again as it lasted, the host not
-// down and the request's path answering, the step is put off by its own
-// backoff and counts as nothing. Between steps it waits in the host's line, which
+// an attempt that failed, but for one owed: back from an outage that holds
+// its backlog (below), for as long again as it lasted, the host not down
+// and the request's path answering, the step is put off by its own backoff
+// and counts as nothing. Between steps it waits in the host's line, which
 // the host's answers empty, oldest first, at a pace that grows with
 // answers and halves on failures, as TCP's window (see ReleaseShare);
 // while no fresh requests reach the host, the line sends its oldest held
@@ -66,22 +66,21 @@ const DefaultReleaseShare = 0.25
 // So a held request that fails ends no later, and after no more attempts,
 // than with plain backoff, but for steps owed, which may put it later,
 // never past plain backoff's longest life (MaxRetries waits of MaxDelay
-// from its first failure, and its attempts); one that succeeds may take
-// a step more, the
-// time it takes to learn that the host is back; none goes before a
-// Retry-After it was told ends, and one the server singled out (told a
-// Retry-After while the others' latest failures named none) is not held,
-// but as the backlog of a host back that sheds; a hold that the deadline
-// reaches returns the last outcome (see Error for a body that could not be
-// kept) with StopHostGate. These have measured exceptions, among them
-// failures of which only some carry a Retry-After (later, and rarely an
-// attempt more), attempts slower than plain backoff's would have been
-// (later), and a host at its capacity after an outage, whose held retries
-// wait their turn in line (later, failing or not: the requests the virtual
-// Retry-After herd rescues both ways, 0.68-0.72 s on average); and a held
-// request may fail where plain backoff succeeds, on a host that flaps
-// faster than the backoff, a rate limit that names its window's end (a
-// Retry-After date, or seconds counting down), or one that fails most
+// from its first failure, and its attempts); one that succeeds may take a
+// step more, the time it takes to learn that the host is back; none goes
+// before a Retry-After it was told ends, and one the server singled out
+// (told a Retry-After while the others' latest failures named none) is not
+// held, but as the backlog of a host back that sheds; a hold that the
+// deadline reaches returns the last outcome (see Error for a body that
+// could not be kept) with StopHostGate. These have measured exceptions,
+// among them failures of which only some carry a Retry-After (later, and
+// rarely an attempt more), attempts slower than plain backoff's would have
+// been (later), and a host at its capacity after an outage, whose held
+// retries wait their turn in line (later, failing or not: the requests the
+// virtual Retry-After herd rescues both ways, 0.68-0.74 s on average); and
+// a held request may fail where plain backoff succeeds, on a host that
+// flaps faster than the backoff, a rate limit that names its window's end
+// (a Retry-After date, or seconds counting down), or one that fails most
 // attempts at random, in a state too young to know its rate.
 // docs/storm-control.md states each rule in full (when a Retry-After
 // holds, when the host may be back, the line's pace and probes, what a
