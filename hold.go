@@ -9,11 +9,13 @@ import (
 // request keeps its own backoff's steps: at each it goes, or skips it,
 // taken as sent and failed as the host's other attempts are, or puts it
 // off when it is owed (see host.owes), and waits for the next, which the
-// line may let it go before; its last step always goes. It reports
-// whether the retry was held, or why it is not sent: the deadline reached
-// (StopHostGate), or ctx canceled; MaxElapsed is never reached in a hold,
-// as the step before it is the last and goes. A retry that goes at its
-// first look was not held, however long the look took.
+// line may let it go before; its last step goes, but when owed and it
+// may be put off (see putOff). It reports whether the retry was held, or
+// why it is not sent: the deadline reached (StopHostGate), or ctx
+// canceled; MaxElapsed is never reached in a hold, as the step before it
+// is the last and goes, put off only so far that its attempt ends before
+// it. A retry that goes at its first look was not held, however long the
+// look took.
 func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop StopReason) {
 	st, m := r.st, r.m
 	if base, _ := r.pol.bounds(); base <= 0 || m.h == nil || !m.h.ask(m, !r.limit().IsZero(), due) || r.lastStep(r.step(), due, nil) {
@@ -42,10 +44,14 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 		// again, a Retry-After told another request in between put it
 		// past MaxElapsed, and sent it there.
 		var skip skipTimes
+		last, owes := false, false
 		if atStep {
-			skip = r.skipTimes()
+			skip, owes = r.skipTimes(), m.h.owes(m, now)
+			if last = r.lastStep(r.step(), next, &skip); last && owes {
+				_, owes = r.putOff(next, putOffs, skip) // owed, the last goes only as the others do, if it may be put off
+			}
 		}
-		send, wake := m.h.poll(m, now, atStep, atStep && r.lastStep(r.step(), next, &skip))
+		send, wake := m.h.poll(m, now, atStep, last && !owes)
 		switch {
 		case send:
 			if !atStep && !owed { // an extra retry: the step still comes
@@ -54,7 +60,7 @@ func (r *retrier) hold(ctx context.Context, due time.Time) (held bool, stop Stop
 			m.inLine = true
 			return waited, StopNone
 		case atStep:
-			if cur, owed = r.nextStep(next, skip, putOffs, m.h.owes(m, now)); owed {
+			if cur, owed = r.nextStep(next, skip, putOffs, owes); owed {
 				putOffs++
 			}
 			p := r.place(cur.at(), false)
@@ -176,11 +182,19 @@ func (r *retrier) nextStep(at time.Time, skip skipTimes, putOffs int, owed bool)
 // at most, end it within plain backoff's longest life (a held request
 // without a deadline put off through a long shed window outlived it:
 // TestEveryRequestKeepsItsContractUnderRandomTraffic, seed 671 of 3,000).
+// The last step stays the last, its attempt, as long as the host's
+// longest with its drain, ending within the limits: sent at its time, into
+// a host at its capacity, it lost 4.7-4.8% of plain backoff's rescues in
+// the fleet with 12% spare capacity, and 3.1-3.5% put off
+// (TestHeldRequestsLoseFewOfPlainBackoffsRescues).
 func (r *retrier) putOff(at time.Time, putOffs int, skip skipTimes) (heldStep, bool) {
 	s := r.stepFrom(r.step()+putOffs, at, skipTimes{}, false)
 	base, most := r.pol.bounds() // base over zero: hold holds nothing otherwise
 	s.own = max(s.own, base)
 	inLife := !s.at().After(r.m.firstFailed.Add(times(r.step(), most)))
+	if r.lastStep(r.step(), at, &skip) { // it stays the last: its attempt still ends within the limits
+		return s, inLife && r.pastLimits(s.at().Add(skip.announced+skip.fit)) == StopNone
+	}
 	return s, inLife && !r.lastStep(r.step(), s.at(), &skip)
 }
 

@@ -76,7 +76,7 @@ func TestStepPutOffKeepsTheNextWithinMaxElapsed(t *testing.T) {
 					step, skip := start.Add(at), skipTimes{}
 					for putOffs := range 3 {
 						if r.lastStep(1, step, &skip) {
-							break // it goes: hold puts off no last step
+							break // the last: see TestLastStepPutOffEndsWithinItsLimits
 						}
 						next, owed := r.nextStep(step, skip, putOffs, true)
 						if !owed {
@@ -95,5 +95,62 @@ func TestStepPutOffKeepsTheNextWithinMaxElapsed(t *testing.T) {
 	}
 	if put == 0 {
 		t.Fatal("no step was put off: the grid checks nothing")
+	}
+}
+
+// TestLastStepPutOffEndsWithinItsLimits: a held request's last step, owed
+// (see host.owes), is put off as its other steps are, and stays its last:
+// only so far that its attempt, as long as the host's longest and its
+// drain, still ends before MaxElapsed, and its step within plain
+// backoff's longest life from the request's first failure; otherwise not
+// at all, and it goes at its time.
+func TestLastStepPutOffEndsWithinItsLimits(t *testing.T) {
+	ms := time.Millisecond
+	lives := []struct {
+		pol        Policy
+		maxElapsed time.Duration
+	}{
+		{Policy{MaxRetries: 2}, 1302 * ms},                                  // MaxElapsed ends it
+		{Policy{MaxRetries: 2, BaseDelay: 100 * ms, MaxDelay: 300 * ms}, 0}, // plain backoff's life: 600 ms from its first failure
+	}
+	var put, refused int
+	for _, life := range lives {
+		for at := 100 * ms; at <= 1300*ms; at += 25 * ms {
+			for _, u := range []float64{0, 0.5, 0.99} {
+				synctest.Test(t, func(t *testing.T) {
+					tr := &Transport{Random: func() float64 { return u }, MaxElapsed: life.maxElapsed}
+					st := tr.ownStorm()
+					start := time.Now()
+					req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://h.test/", nil)
+					m := st.failed("h.test", nil, failure{first: true, at: start.Add(ms), sent: start})
+					m.policy, m.n = life.pol, life.pol.retries() // its last retry is due
+					m.took = attemptTime{avg: ms, longest: ms, timed: true}
+					r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, start: start}
+					step, skip := start.Add(at), skipTimes{fit: ms + drainTimeout}
+					_, most := m.policy.bounds()
+					for putOffs := range 4 {
+						next, owed := r.nextStep(step, skip, putOffs, true)
+						if !owed {
+							refused++
+							break
+						}
+						put++
+						switch {
+						case !r.lastStep(r.step(), next.at(), &skip):
+							t.Errorf("the last step put off to %v is not the last", next.at().Sub(start))
+						case r.pastLimits(next.at().Add(skip.fit)) != StopNone:
+							t.Errorf("step at %v (u %v) put off a %d-th time to %v: its attempt ends past MaxElapsed (%v)", at, u, putOffs+1, next.at().Sub(start), tr.MaxElapsed)
+						case next.at().After(m.firstFailed.Add(times(r.step(), most))):
+							t.Errorf("step at %v (u %v) put off a %d-th time to %v, past plain backoff's life", at, u, putOffs+1, next.at().Sub(start))
+						}
+						step = next.at()
+					}
+					st.end(m, false)
+				})
+			}
+		}
+	}
+	if put == 0 || refused == 0 {
+		t.Fatalf("%d last steps put off, %d refused: the grid checks one side only", put, refused)
 	}
 }

@@ -42,7 +42,7 @@ type member struct {
 // its next step, or, held before, through its own backoff's wait.
 type place struct {
 	nextAt    time.Time // when the step it waits for comes; zero at the step it is due at
-	last      bool      // that step is its last: it goes then
+	last      bool      // that step is its last: it goes then, unless owed (see retrier.putOff)
 	limit     time.Time // the deadline or MaxElapsed's end; zero when neither
 	spare     bool      // it has skipped more steps than it sent retries between them: one may go
 	owed      bool      // the step it waits for is one put off (see host.owes): sent before it comes, it is that step

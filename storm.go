@@ -29,8 +29,8 @@ const DefaultReleaseShare = 0.25
 // back or the step is its last, and otherwise skips the step, counted as
 // an attempt that failed, but for one owed: back from an outage that holds
 // its backlog (below), for as long again as it lasted, the host not down
-// and the request's path answering, the step is put off by its own backoff
-// and counts as nothing. Between steps it waits in the host's line, which
+// and the request's path answering, the step, the last too, is put off by
+// its own backoff and counts as nothing. Between steps it waits in the host's line, which
 // the host's answers empty, oldest first, at a pace that grows with
 // answers and halves on failures, as TCP's window (see ReleaseShare);
 // while no fresh requests reach the host, the line sends its oldest held
