@@ -274,7 +274,9 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	back, news := h.down(), h.run > 0
 	widened := h.noteUp(sent, back || news)
 	if back {
-		h.backAt, h.calm, h.shedUntil = now, downAfter, h.shedWindow(now, path)
+		// A relapse within the window, at its capacity, keeps it: the
+		// backlog is still coming back (TestShedWindowOutlastsARelapse).
+		h.backAt, h.calm, h.shedUntil = now, downAfter, laterOf(h.shedUntil, h.shedWindow(now, path))
 	}
 	h.calm = min(h.calm+1, downAfter)
 	if h.run < h.downRun() { // a run that made it down was an outage, not one of its random failures
@@ -327,7 +329,8 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 // Transports opened no window (the virtual herd, seed 1: peak after
 // 5.60x of capacity, 4.10x with this alone, 2.65x with mayShed's backlog
 // too). A young state's first answer is a return too, so that a short
-// outage told a Retry-After opens a short window. h.mu is held.
+// outage told a Retry-After opens a short window. A return within a
+// window opened before does not shorten it (see answered). h.mu is held.
 func (h *host) shedWindow(now time.Time, path string) time.Time {
 	long := h.failing.run >= downAfter && h.run >= shedAfterRun
 	if h.failing.path == path && (long || !h.firstNamed.IsZero()) {
