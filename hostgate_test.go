@@ -1270,3 +1270,44 @@ func TestShedWindowOutlastsARelapse(t *testing.T) {
 		}
 	}
 }
+
+// TestShedWindowOfAHostFailingMostAttemptsAtRandom: a host known to fail
+// about 80% of attempts at random is down after 38 failures in a row, not
+// 16 (see downRun), and its return opens a shed window only after twice
+// that, as a host failing less does after twice 16: its runs of 32 are
+// random, and the windows they opened held retries that plain backoff
+// sent and had answered (300 drawn groups failing 70-95% at random: 186
+// of 23,640 rescues lost, 155 now).
+func TestShedWindowOfAHostFailingMostAttemptsAtRandom(t *testing.T) {
+	s := newHostSet(DefaultReleaseShare)
+	a, b := newMember(), newMember()
+	ms := 0
+	fails := func(n int) {
+		for range n {
+			ms++
+			failAt(s, b, ms, time.Millisecond)
+		}
+	}
+	s.failed("h", a, failure{first: true, at: at(0), sent: at(0)})
+	h := a.h
+	for range runWeight { // runs of 4 failures, each ended by an answer: 80%
+		fails(4)
+		ms++
+		answerAt(s, h, ms, 1)
+	}
+	d := h.downRun()
+	if d < 2*downAfter {
+		t.Fatalf("downRun %d, want twice downAfter or more", d)
+	}
+	for _, c := range []struct {
+		run   int
+		opens bool
+	}{{2*d - 1, false}, {2 * d, true}} {
+		fails(c.run)
+		ms++
+		answerAt(s, h, ms, 1)
+		if opens := h.shedUntil.After(at(ms)); opens != c.opens {
+			t.Errorf("back after %d failures in a row: a shed window %v, want %v", c.run, opens, c.opens)
+		}
+	}
+}
