@@ -41,14 +41,15 @@ const DefaultReleaseShare = 0.25
 // as rare at its rate as 16 are at 60%), in an outage at least two failed
 // attempts' time old; but not for a request whose path answered lately and
 // has not failed 16 attempts since, so that a dead endpoint holds back no
-// other. Refuses again: the host, back from an outage (32 attempts in a
-// row unanswered, the latest 16 on the path it answered, or one told a
-// Retry-After not over MaxRetryAfter, its latest failures on that path),
-// has failed an attempt sent since and its latest outcome is a failure, as
-// a returning backlog finds it at its capacity; for as long again as the
-// outage lasted, the retries of requests whose latest failure came before
-// the return are then held, whatever they were told, and those of requests
-// it refused again, but for a request's first failure and one that said
+// other. Refuses again: the host, back from an outage (twice the run that
+// makes it down unanswered, the latest 16 on the path it answered, or one
+// told a Retry-After not over MaxRetryAfter, its latest failures on that
+// path), has failed an attempt sent since and its latest outcome is a
+// failure, as a returning backlog finds it at its capacity; for as long
+// again as the outage lasted (a return within that time keeps it), the
+// retries of requests whose latest failure came before the return are
+// then held, whatever they were told, and those of requests it refused
+// again, but for a request's first failure and one that said
 // Retry-After; once held, a retry goes as any held retry. A Retry-After
 // holds only for the outage under way, and not one that has named a rate
 // window's end. The host may be back for a request when its latest
