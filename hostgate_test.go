@@ -1254,13 +1254,16 @@ func TestShedWindowOutlastsARelapse(t *testing.T) {
 	}
 	h := a.h
 	answerAt(s, h, 1001, 1)        // back: the window lasts to 2002 ms
-	for i := range 2 * downAfter { // down again for 32 attempts (its short first run raised downRun)
+	for i := range 3 * downAfter { // down again, long enough to open a window of its own (its short first run raised downRun)
 		failAt(s, b, 1100+i, time.Millisecond)
 	}
 	if !h.down() {
 		t.Fatal("the host is not down again")
 	}
-	answerAt(s, h, 1200, 1) // back again: its own window would end at 1300 ms
+	if own := h.shedWindow(at(1200), ""); !own.Equal(at(1300)) {
+		t.Fatalf("the relapse's own window ends at %v, want 1.3s", own.Sub(t0))
+	}
+	answerAt(s, h, 1200, 1) // back again
 	for _, c := range []struct {
 		ms   int
 		want bool

@@ -154,3 +154,71 @@ func TestLastStepPutOffEndsWithinItsLimits(t *testing.T) {
 		t.Fatalf("%d last steps put off, %d refused: the grid checks one side only", put, refused)
 	}
 }
+
+// TestLastStepByTheLimitPutOffStaysTheLast: as
+// TestLastStepPutOffEndsWithinItsLimits, for a step that is the last
+// because the next would end past the deadline or MaxElapsed, not by
+// MaxRetries: put off, it is still the last, its attempt ends before the
+// limit, it comes later than it was, and within plain backoff's life.
+// Its next put-off waits the backoff of a step more, which is what made
+// it the last, so that it is put off once at most (a review's grid).
+func TestLastStepByTheLimitPutOffStaysTheLast(t *testing.T) {
+	ms := time.Millisecond
+	var put, refused, lastByLimit int
+	for _, jitter := range []Jitter{JitterFull, JitterEqual, JitterDecorrelated, JitterNone} {
+		for _, byDeadline := range []bool{false, true} {
+			for at := 100 * ms; at <= 1300*ms; at += 20 * ms {
+				for _, u := range []float64{0, 0.5, 0.99, 1} {
+					synctest.Test(t, func(t *testing.T) {
+						tr := &Transport{Random: func() float64 { return u }}
+						start, ctx := time.Now(), context.Background()
+						if byDeadline {
+							var cancel context.CancelFunc
+							ctx, cancel = context.WithDeadline(ctx, start.Add(1302*ms))
+							defer cancel()
+						} else {
+							tr.MaxElapsed = 1302 * ms
+						}
+						st := tr.ownStorm()
+						req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://h.test/", nil)
+						m := st.failed("h.test", nil, failure{first: true, at: start.Add(ms), sent: start})
+						m.policy, m.n = Policy{MaxRetries: 6, Jitter: jitter, BaseDelay: 100 * ms, MaxDelay: 2 * time.Second}, 2
+						m.took, m.drift = attemptTime{avg: 30 * ms, longest: 30 * ms, timed: true}, 7*ms
+						r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, start: start, prev: 50 * ms}
+						defer st.end(m, false)
+						step, skip := start.Add(at), skipTimes{fit: 30*ms + drainTimeout, announced: 2 * ms}
+						if !r.lastStep(r.step(), step, &skip) {
+							return
+						}
+						lastByLimit++
+						_, most := m.policy.bounds()
+						for putOffs := range 6 {
+							next, owed := r.nextStep(step, skip, putOffs, true)
+							if !owed {
+								refused++
+								break
+							}
+							put++
+							switch {
+							case putOffs > 0:
+								t.Errorf("step at %v (u %v, %v) put off a %d-th time", at, u, jitter, putOffs+1)
+							case !r.lastStep(r.step(), next.at(), &skip):
+								t.Errorf("put off to %v: no longer the last", next.at().Sub(start))
+							case r.pastLimits(next.at().Add(skip.fit+skip.announced)) != StopNone:
+								t.Errorf("put off to %v: its attempt ends past the limit", next.at().Sub(start))
+							case !next.at().After(step):
+								t.Errorf("put off to %v: not after %v", next.at().Sub(start), step.Sub(start))
+							case next.at().After(m.firstFailed.Add(times(r.step(), most))):
+								t.Errorf("put off to %v: past plain backoff's life", next.at().Sub(start))
+							}
+							step = next.at()
+						}
+					})
+				}
+			}
+		}
+	}
+	if put == 0 || refused == 0 {
+		t.Fatalf("of %d last steps, %d put off, %d refused: the grid checks one side only", lastByLimit, put, refused)
+	}
+}

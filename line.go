@@ -311,8 +311,8 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 
 // poll decides whether the held m goes at now: released by the line's
 // credit; at a step of its own backoff (atStep) when the host may be back
-// or the news it has is stale (rule 5), or at its last step whatever the
-// host's state; alone; or as the line's probe, the oldest held, once
+// or the news it has is stale (rule 5), or at its last step (last: one
+// not put off, see retrier.hold) whatever the host's state; alone; or as the line's probe, the oldest held, once
 // no other probe is out and either fresh requests have stopped and a
 // pace has passed since the probe before and since the host's latest
 // failure (and, once the host's Retry-After names a window's end, that

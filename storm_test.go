@@ -882,19 +882,20 @@ func TestQuotaAfterAnOutageRescuesAsPlainBackoff(t *testing.T) {
 // 12% spare capacity after its outage ("tight"), each request paired with
 // itself under plain backoff. Held requests whose last step came while the
 // host, back, shed sent it into the refusals, and storm control lost
-// 4.7-4.8% of plain backoff's rescues over seeds 1 and 2 (377-383 of
-// 8,036); owed and put off as their other steps are, they wait their turn
-// in line, and it loses 3.1-3.5% (251-281).
+// 4.25-4.55% of plain backoff's rescues over seeds 1 to 3 (511-547 of
+// 12,020, three runs); owed and put off as their other steps are, they
+// wait their turn in line, and it loses 3.10-3.47% (373-417, six runs,
+// GOMAXPROCS 1 and 2).
 func TestHeldRequestsLoseFewOfPlainBackoffsRescues(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	var lost, rescued int
-	for seed := uint64(1); seed <= 2; seed++ {
+	for seed := uint64(1); seed <= 3; seed++ {
 		sc := toldFleets()["tight"]
 		sc.seed = seed
 		p := pairRequests(runFleet(t, sc, StormControl{}).requests, runFleet(t, sc, stormOff).requests)
 		lost, rescued = lost+p.lost, rescued+p.bothOK+p.lost
 	}
-	if share := float64(lost) / float64(rescued); share > 0.04 {
+	if share := float64(lost) / float64(rescued); share > 0.039 {
 		t.Errorf("storm control lost %d of plain backoff's %d rescues (%.1f%%)", lost, rescued, 100*share)
 	}
 }
