@@ -1173,12 +1173,7 @@ func TestBacklogOfAToldOutageIsHeldWhileTheHostSheds(t *testing.T) {
 // Retry-After since the host's return, while the others' latest failures
 // say none, is singled out and not held when the host is down again.
 func TestShedWindowIsTheOutageUnderWays(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	a, b := newMember(), newMember()
-	for i, m := range []*member{a, b} { // an outage told to come back at 1 s
-		s.failed("h", m, failure{first: true, at: at(i), sent: at(i), floor: time.Second})
-	}
-	h := a.h
+	s, h, a, b := toldOutage()
 	answerAt(s, h, 1001, 1)           // back: a window, to 2002 ms
 	for i := range shedAfterRun - 2 { // after it, a second outage, shorter than shedAfterRun, that tells none
 		failAt(s, b, 2100+10*i, 5*time.Millisecond)
@@ -1247,12 +1242,7 @@ func TestStepsSkippedWhileTheHostShedsAreOwed(t *testing.T) {
 // (one shared Transport on loopback, seeds 1-4: 71-80% rescued, the
 // lower when it relapsed; 79-80% since).
 func TestShedWindowOutlastsARelapse(t *testing.T) {
-	s := newHostSet(DefaultReleaseShare)
-	a, b := newMember(), newMember()
-	for i, m := range []*member{a, b} { // an outage told to come back at 1 s
-		s.failed("h", m, failure{first: true, at: at(i), sent: at(i), floor: time.Second})
-	}
-	h := a.h
+	s, h, a, b := toldOutage()
 	answerAt(s, h, 1001, 1)        // back: the window lasts to 2002 ms
 	for i := range 3 * downAfter { // down again, long enough to open a window of its own (its short first run raised downRun)
 		failAt(s, b, 1100+i, time.Millisecond)
@@ -1313,4 +1303,16 @@ func TestShedWindowOfAHostFailingMostAttemptsAtRandom(t *testing.T) {
 			t.Errorf("back after %d failures in a row: a shed window %v, want %v", c.run, opens, c.opens)
 		}
 	}
+}
+
+// toldOutage returns a host set whose host "h" has two requests, a and b,
+// that failed at 0 and 1 ms as first attempts, told to come back at 1 s:
+// an outage told a Retry-After, whose return opens a shed window.
+func toldOutage() (s *hostSet, h *host, a, b *member) {
+	s = newHostSet(DefaultReleaseShare)
+	a, b = newMember(), newMember()
+	for i, m := range []*member{a, b} {
+		s.failed("h", m, failure{first: true, at: at(i), sent: at(i), floor: time.Second})
+	}
+	return s, a.h, a, b
 }

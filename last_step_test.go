@@ -126,24 +126,9 @@ func TestLastStepPutOffEndsWithinItsLimits(t *testing.T) {
 					m.policy, m.n = life.pol, life.pol.retries() // its last retry is due
 					m.took = attemptTime{avg: ms, longest: ms, timed: true}
 					r := &retrier{t: tr, req: req, st: st, m: m, pol: &m.policy, start: start}
-					step, skip := start.Add(at), skipTimes{fit: ms + drainTimeout}
-					_, most := m.policy.bounds()
-					for putOffs := range 4 {
-						next, owed := r.nextStep(step, skip, putOffs, true)
-						if !owed {
-							refused++
-							break
-						}
-						put++
-						switch {
-						case !r.lastStep(r.step(), next.at(), &skip):
-							t.Errorf("the last step put off to %v is not the last", next.at().Sub(start))
-						case r.pastLimits(next.at().Add(skip.fit)) != StopNone:
-							t.Errorf("step at %v (u %v) put off a %d-th time to %v: its attempt ends past MaxElapsed (%v)", at, u, putOffs+1, next.at().Sub(start), tr.MaxElapsed)
-						case next.at().After(m.firstFailed.Add(times(r.step(), most))):
-							t.Errorf("step at %v (u %v) put off a %d-th time to %v, past plain backoff's life", at, u, putOffs+1, next.at().Sub(start))
-						}
-						step = next.at()
+					n := putOffLastStep(t, r, start.Add(at), skipTimes{fit: ms + drainTimeout}, 4)
+					if put += n; n < 4 {
+						refused++
 					}
 					st.end(m, false)
 				})
@@ -191,27 +176,12 @@ func TestLastStepByTheLimitPutOffStaysTheLast(t *testing.T) {
 							return
 						}
 						lastByLimit++
-						_, most := m.policy.bounds()
-						for putOffs := range 6 {
-							next, owed := r.nextStep(step, skip, putOffs, true)
-							if !owed {
-								refused++
-								break
-							}
-							put++
-							switch {
-							case putOffs > 0:
-								t.Errorf("step at %v (u %v, %v) put off a %d-th time", at, u, jitter, putOffs+1)
-							case !r.lastStep(r.step(), next.at(), &skip):
-								t.Errorf("put off to %v: no longer the last", next.at().Sub(start))
-							case r.pastLimits(next.at().Add(skip.fit+skip.announced)) != StopNone:
-								t.Errorf("put off to %v: its attempt ends past the limit", next.at().Sub(start))
-							case !next.at().After(step):
-								t.Errorf("put off to %v: not after %v", next.at().Sub(start), step.Sub(start))
-							case next.at().After(m.firstFailed.Add(times(r.step(), most))):
-								t.Errorf("put off to %v: past plain backoff's life", next.at().Sub(start))
-							}
-							step = next.at()
+						n := putOffLastStep(t, r, step, skip, 6)
+						if n > 1 {
+							t.Errorf("step at %v (u %v, %v) put off %d times", at, u, jitter, n)
+						}
+						if put += n; n < 6 {
+							refused++
 						}
 					})
 				}
@@ -221,4 +191,32 @@ func TestLastStepByTheLimitPutOffStaysTheLast(t *testing.T) {
 	if put == 0 || refused == 0 {
 		t.Fatalf("of %d last steps, %d put off, %d refused: the grid checks one side only", lastByLimit, put, refused)
 	}
+}
+
+// putOffLastStep puts off r's last step, due at step, as hold does, up to
+// tries times or until it may not be, checking each put-off: still the
+// last, later than before, its attempt ending within the limits, and
+// within plain backoff's life from the request's first failure. It
+// returns how many times the step was put off.
+func putOffLastStep(t *testing.T, r *retrier, step time.Time, skip skipTimes, tries int) (put int) {
+	t.Helper()
+	_, most := r.pol.bounds()
+	for put < tries {
+		next, owed := r.nextStep(step, skip, put, true)
+		if !owed {
+			break
+		}
+		switch at := next.at().Sub(r.start); {
+		case !r.lastStep(r.step(), next.at(), &skip):
+			t.Errorf("put off to %v: no longer the last", at)
+		case !next.at().After(step):
+			t.Errorf("put off to %v: not after %v", at, step.Sub(r.start))
+		case r.pastLimits(next.at().Add(skip.fit+skip.announced)) != StopNone:
+			t.Errorf("put off to %v: its attempt ends past the limit", at)
+		case next.at().After(r.m.firstFailed.Add(times(r.step(), most))):
+			t.Errorf("put off to %v: past plain backoff's life", at)
+		}
+		step, put = next.at(), put+1
+	}
+	return put
 }
