@@ -312,11 +312,12 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 // poll decides whether the held m goes at now: released by the line's
 // credit; at a step of its own backoff (atStep) when the host may be back
 // or the news it has is stale (rule 5), or at its last step (last: one
-// not put off, see retrier.hold) whatever the host's state; alone; or as the line's probe, the oldest held, once
-// no other probe is out and either fresh requests have stopped and a
-// pace has passed since the probe before and since the host's latest
-// failure (and, once the host's Retry-After names a window's end, that
-// end), or a Retry-After's moment has come (see momentCame) (rule 3).
+// not put off, see retrier.hold) whatever the host's state; alone; or as
+// the line's probe, the oldest held, once no other probe is out and
+// either fresh requests have stopped and a pace has passed since the
+// probe before and since the host's latest failure (and, once the host's
+// Retry-After names a window's end, that end), or a Retry-After's moment
+// has come (see momentCame) (rule 3).
 // Otherwise it skips the step, and says when to look again before the
 // next (zero: at the next).
 func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wake time.Time) {

@@ -30,11 +30,11 @@ const DefaultReleaseShare = 0.25
 // an attempt that failed, but for one owed: back from an outage that holds
 // its backlog (below), for as long again as it lasted, the host not down
 // and the request's path answering, the step, the last too, is put off by
-// its own backoff and counts as nothing. Between steps it waits in the host's line, which
-// the host's answers empty, oldest first, at a pace that grows with
-// answers and halves on failures, as TCP's window (see ReleaseShare);
-// while no fresh requests reach the host, the line sends its oldest held
-// retry alone, now and then, as a probe.
+// its own backoff and counts as nothing. Between steps it waits in the
+// host's line, which the host's answers empty, oldest first, at a pace
+// that grows with answers and halves on failures, as TCP's window (see
+// ReleaseShare); while no fresh requests reach the host, the line sends
+// its oldest held retry alone, now and then, as a probe.
 //
 // The terms, precisely. Proven down: none of the host's last 16 attempts
 // answered (more for a host failing over 60% of attempts at random: a run
