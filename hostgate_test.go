@@ -1060,48 +1060,58 @@ func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 }
 
 // TestRetriesRefusedAgainAfterAnOutageAreHeld: a host back from an outage
-// of shedAfterRun attempts on its one path, that refuses retries again
-// (a backlog coming back, as at a herd's date), holds them as in an
-// outage for as long again as the outage lasted, while its latest outcome
-// is a failure; not a request's first failure, one that said Retry-After,
-// one after the window, nor after an outage one attempt shorter (random
-// failures reach downAfter: see shedAfterRun).
+// of shedAfterRun attempts on its one path (youngShedAfterRun for a state
+// that has seen no answer), that refuses retries again (a backlog coming
+// back, as at a herd's date), holds them as in an outage for as long
+// again as the outage lasted, while its latest outcome is a failure; not
+// a request's first failure, one that said Retry-After, one after the
+// window, nor after an outage one attempt shorter (random failures reach
+// downAfter: see shedAfterRun).
 func TestRetriesRefusedAgainAfterAnOutageAreHeld(t *testing.T) {
-	for _, run := range []int{shedAfterRun - 1, shedAfterRun} {
-		long := run == shedAfterRun
+	for _, c := range []struct {
+		young bool
+		run   int
+	}{{true, youngShedAfterRun - 1}, {true, youngShedAfterRun}, {false, shedAfterRun - 1}, {false, shedAfterRun}} {
+		run, long := c.run, c.run == youngShedAfterRun || c.run == shedAfterRun
 		s := newHostSet(DefaultReleaseShare)
 		a, b := newMember(), newMember()
-		for i := range run { // the outage, 0 to run-1 ms
-			failAt(s, []*member{a, b}[i%2], i, time.Millisecond)
+		o := 0        // when the outage begins, in ms
+		if !c.young { // a failure and an answer before it
+			failAt(s, a, 0, time.Millisecond)
+			answerAt(s, a.h, 1, 1)
+			o = 2
+		}
+		for i := range run { // the outage, o to o+run-1 ms
+			failAt(s, []*member{a, b}[i%2], o+i, time.Millisecond)
 		}
 		h := a.h
-		answerAt(s, h, run, 1) // back at run ms: the window ends at 2*run ms
+		answerAt(s, h, o+run, 1) // back at o+run ms: the window ends at o+2*run ms
 		a.n, b.n = 2, 1
-		failAt(s, b, run+1, time.Millisecond)
-		if h.ask(b, false, at(run+1)) {
-			t.Errorf("after %d failures in a row: a request's first failure held", run)
+		failAt(s, b, o+run+1, time.Millisecond)
+		if h.ask(b, false, at(o+run+1)) {
+			t.Errorf("after %d failures in a row (young %v): a request's first failure held", run, c.young)
 		}
-		failAt(s, a, run+2, time.Millisecond) // refused again
-		if got := h.ask(a, false, at(run+2)); got != long {
-			t.Errorf("after %d failures in a row: a retry refused again held %v, want %v", run, got, long)
+		failAt(s, a, o+run+2, time.Millisecond) // refused again
+		if got := h.ask(a, false, at(o+run+2)); got != long {
+			t.Errorf("after %d failures in a row (young %v): a retry refused again held %v, want %v", run, c.young, got, long)
 		}
-		answerAt(s, h, run+3, 1)
-		if h.ask(a, false, at(run+4)) {
-			t.Errorf("after %d failures in a row: a retry held while the host's latest outcome is an answer", run)
+		answerAt(s, h, o+run+3, 1)
+		if h.ask(a, false, at(o+run+4)) {
+			t.Errorf("after %d failures in a row (young %v): a retry held while the host's latest outcome is an answer", run, c.young)
 		}
-		failAt(s, a, 2*run-2, time.Millisecond)
-		if got := h.ask(a, false, at(2*run-2)); got != long {
-			t.Errorf("after %d failures in a row: a retry refused again just within the window held %v, want %v", run, got, long)
+		failAt(s, a, o+2*run-2, time.Millisecond)
+		if got := h.ask(a, false, at(o+2*run-2)); got != long {
+			t.Errorf("after %d failures in a row (young %v): a retry refused again just within the window held %v, want %v", run, c.young, got, long)
 		}
 		for _, m := range []*member{b, a} { // both told, so that a is not singled out either
-			s.failed("h", m, failure{at: at(2*run - 1), sent: at(2*run - 1), floor: time.Second})
+			s.failed("h", m, failure{at: at(o + 2*run - 1), sent: at(o + 2*run - 1), floor: time.Second})
 		}
-		if h.ask(a, false, at(2*run-1)) {
-			t.Errorf("after %d failures in a row: a retry told Retry-After held as refused", run)
+		if h.ask(a, false, at(o+2*run-1)) {
+			t.Errorf("after %d failures in a row (young %v): a retry told Retry-After held as refused", run, c.young)
 		}
-		failAt(s, a, 2*run+1, time.Millisecond)
-		if h.ask(a, false, at(2*run+1)) {
-			t.Errorf("after %d failures in a row: a retry held after the outage's length", run)
+		failAt(s, a, o+2*run+1, time.Millisecond)
+		if h.ask(a, false, at(o+2*run+1)) {
+			t.Errorf("after %d failures in a row (young %v): a retry held after the outage's length", run, c.young)
 		}
 	}
 }
