@@ -1063,8 +1063,8 @@ func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 // of shedAfterRun attempts on its one path (youngShedAfterRun for a state
 // that has seen no answer), that refuses retries again (a backlog coming
 // back, as at a herd's date), holds them as in an outage for as long
-// again as the outage lasted, while its latest outcome is a failure; not
-// a request's first failure, one that said Retry-After, one after the
+// again as the outage lasted, while it sheds, an answer between refusals
+// or not; not a request's first failure, one that said Retry-After, one after the
 // window, nor after an outage one attempt shorter (random failures reach
 // downAfter: see shedAfterRun).
 func TestRetriesRefusedAgainAfterAnOutageAreHeld(t *testing.T) {
@@ -1095,9 +1095,9 @@ func TestRetriesRefusedAgainAfterAnOutageAreHeld(t *testing.T) {
 		if got := h.ask(a, false, at(o+run+2)); got != long {
 			t.Errorf("after %d failures in a row (young %v): a retry refused again held %v, want %v", run, c.young, got, long)
 		}
-		answerAt(s, h, o+run+3, 1)
-		if h.ask(a, false, at(o+run+4)) {
-			t.Errorf("after %d failures in a row (young %v): a retry held while the host's latest outcome is an answer", run, c.young)
+		answerAt(s, h, o+run+3, 1) // an answer between refusals: it still sheds
+		if got := h.ask(a, false, at(o+run+4)); got != long {
+			t.Errorf("after %d failures in a row (young %v): a retry refused again, the host's latest outcome an answer, held %v, want %v", run, c.young, got, long)
 		}
 		failAt(s, a, o+2*run-2, time.Millisecond)
 		if got := h.ask(a, false, at(o+2*run-2)); got != long {
@@ -1146,7 +1146,9 @@ func TestFailuresOfAttemptsSentBeforeTheReturnAreNotRefusals(t *testing.T) {
 // just before its first answer, a refusal, said none; while it then
 // refuses attempts sent since, the retry of a request that failed before
 // the return (the backlog) is held, though it was told a Retry-After and
-// it is its first retry, and a fresh request's first retry is not.
+// it is its first retry, and a fresh request's first retry is not; an
+// answer between refusals keeps it held, downAfter answers in a row end
+// the hold.
 func TestBacklogOfAToldOutageIsHeldWhileTheHostSheds(t *testing.T) {
 	s := newHostSet(DefaultReleaseShare)
 	a, b, c, d := newMember(), newMember(), newMember(), newMember()
@@ -1168,8 +1170,12 @@ func TestBacklogOfAToldOutageIsHeldWhileTheHostSheds(t *testing.T) {
 		t.Error("a fresh request's first retry held")
 	}
 	answerAt(s, h, 1005, 1)
-	if h.ask(b, false, at(1006)) {
-		t.Error("a retry of the backlog held while the host's latest outcome is an answer")
+	if !h.ask(b, false, at(1006)) {
+		t.Error("a retry of the backlog not held after an answer between refusals")
+	}
+	answerAt(s, h, 1006, downAfter-1) // downAfter answers in a row since the refusal: it sheds no more
+	if h.ask(b, false, at(1006+downAfter)) {
+		t.Errorf("a retry of the backlog held after %d answers in a row", downAfter)
 	}
 	s.failed("h", d, failure{at: at(2002), sent: at(2001)})
 	if h.ask(a, false, at(2002)) {

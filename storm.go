@@ -44,8 +44,8 @@ const DefaultReleaseShare = 0.25
 // other. Refuses again: the host, back from an outage (twice the run that
 // makes it down unanswered, the latest 16 on the path it answered, or one
 // told a Retry-After not over MaxRetryAfter, its latest failures on that
-// path), has failed an attempt sent since and its latest outcome is a
-// failure, as a returning backlog finds it at its capacity; for as long
+// path), has failed an attempt sent since and not answered 16 in a row
+// after it, as a returning backlog finds it at its capacity; for as long
 // again as the outage lasted (a return within that time keeps it), the
 // retries of requests whose latest failure came before the return are
 // then held, whatever they were told, and those of requests it refused
