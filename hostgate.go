@@ -149,7 +149,11 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sent := h.noteAttempt(m, f)
-	if f.floor < h.says.v { // a shorter Retry-After, or none: a retry kept from going between its steps by the longer may now go
+	// A shorter Retry-After, or none: a retry kept from going between its
+	// steps by the longer may now go. The second failure in a row on a
+	// path: the retries of the others may now probe (see
+	// besideFailingPath), fresh requests coming or not.
+	if f.floor < h.says.v || h.failing.run == 2 {
 		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
 	h.noteTold(m, f, sent)

@@ -157,3 +157,31 @@ func TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern(t *testing.T) {
 		t.Errorf("%d held, %d answers after a failure: %d wake-ups, want at most one per answer", held, turns, wakes)
 	}
 }
+
+// TestFailuresOnAnotherPathWakeTheLinesProbe: a retry held in line while
+// fresh requests come sleeps until they stop; when the host's latest two
+// failures are on another path, it may probe for its own at once (see
+// besideFailingPath), and is woken to: it slept until the flow ended.
+// TestStormStress once reported a line's probe due while every request
+// slept, in one of about 15,000 seeds; this is one way there.
+func TestFailuresOnAnotherPathWakeTheLinesProbe(t *testing.T) {
+	s, ms := failing(3)
+	h, a := ms[0].h, ms[0]
+	now := at(3)
+	if !holdAt(h, a, now) {
+		t.Fatal("not held")
+	}
+	if send, wake := h.poll(a, now, false, false); send || !wake.After(at(5)) {
+		t.Fatalf("while fresh requests come: send %v, wake at %v; want held past 5 ms", send, wake.Sub(t0))
+	}
+	nudged(a)
+	for i, m := range []*member{newMember(), newMember()} { // retries on another path: no fresh request
+		s.failed("h", m, failure{at: at(4 + i), sent: at(4 + i), path: "/other"})
+	}
+	if !h.besideFailingPath(a) || at(5).Before(h.probeAt(a)) {
+		t.Fatalf("beside the failing path %v, probe at %v: want a probe due at 5 ms", h.besideFailingPath(a), h.probeAt(a).Sub(t0))
+	}
+	if !nudged(a) {
+		t.Error("a retry whose probe is due beside a failing path was not woken")
+	}
+}
