@@ -116,7 +116,8 @@ func TestRandomFailuresAreNotTakenForAnOutage(t *testing.T) {
 // host.downRun): 10 and 120 lost, from states too young to know their
 // rate (10 and 155 now, 13 and 151 at ac8aefe; at 600 groups, 380 of
 // 46,859, over 1% with the shed window kept through a relapse before the
-// run that opens one scaled with downRun: see shedAfterRun).
+// run that opens one scaled with downRun: see shedAfterRun; 400-402 since
+// a young state's window opens after 24).
 func TestHostsFailingMostAttemptsAtRandomKeepTheirRescues(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	g := randomFailureGroups(t, rand.New(rand.NewPCG(83, 84)), 8, func(r *rand.Rand) float64 { return 0.7 + 0.25*r.Float64() })

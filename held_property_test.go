@@ -26,8 +26,9 @@ import (
 // backoff's longest life), 17-19 in four runs since a last step owed is
 // put off too (19 at ff3a8d3, counted again, by up to 2.1 s), 35-36 in
 // three runs since the backlog is held whatever the host's latest
-// outcome (by up to 2.1 s; 6 to 16 in each case's 2,000), and no more
-// than 1 in 50 may. L's
+// outcome (by up to 2.1 s; 6 to 16 in each case's 2,000; 7 of the 600
+// here, 2 or 3 a case against 4 allowed), and no more than 1 in 50 may.
+// L's
 // Policy has no jitter, so that its schedule depends on time alone; a
 // Retry-After told to L alone is left out, Retry-After on some failures
 // and not others being the documented exception. "different attempt times" gives L 1 ms attempts among slower

@@ -42,7 +42,8 @@ const DefaultReleaseShare = 0.25
 // attempts' time old; but not for a request whose path answered lately and
 // has not failed 16 attempts since, so that a dead endpoint holds back no
 // other. Refuses again: the host, back from an outage (twice the run that
-// makes it down unanswered, the latest 16 on the path it answered, or one
+// makes it down unanswered, 24 for a state that has seen no answer, the
+// latest 16 on the path it answered, or one
 // told a Retry-After not over MaxRetryAfter, its latest failures on that
 // path), has failed an attempt sent since and not answered 16 in a row
 // after it, as a returning backlog finds it at its capacity; for as long

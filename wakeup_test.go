@@ -184,4 +184,7 @@ func TestFailuresOnAnotherPathWakeTheLinesProbe(t *testing.T) {
 	if !nudged(a) {
 		t.Error("a retry whose probe is due beside a failing path was not woken")
 	}
+	if send, _ := h.poll(a, at(5), false, false); !send {
+		t.Error("woken, the retry beside a failing path did not go as the line's probe")
+	}
 }
