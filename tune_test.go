@@ -97,6 +97,12 @@ func TestTunePairs(t *testing.T) {
 	scenarios := toldFleets()
 	scenarios["default"] = defaultFleet()
 	scenarios["quota-after-outage"] = quotaAfterOutage()
+	// Five small clients whose host fails a fifth of attempts at random
+	// after a 3 s outage: taken for a host at its capacity, their held
+	// requests end later (docs/storm-control.md, Where storm control can
+	// cost a request).
+	scenarios["random-after-outage"] = fleetScenario{clients: 5, rate: 50, down: [2]time.Duration{time.Second, 4 * time.Second},
+		failRate: 0.2, duration: 7 * time.Second, latency: time.Millisecond, policy: defaultFleet().policy, seed: 1}
 	for name, sc := range scenarios {
 		if only := os.Getenv("HTTPRETRY_TUNE_ONLY"); only != "" && only != name {
 			continue
