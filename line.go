@@ -460,8 +460,15 @@ func (h *host) owes(m *member, now time.Time) bool {
 // another path, while the latest two or more are (see besideFailingPath),
 // tell nothing of m's. The answers in a row it counts to are downAfter,
 // not downRun, which a host shedding most of what it gets raises as one
-// failing most attempts at random. h.mu is held.
-func (h *host) sheds(m *member) bool { return h.calm < downAfter && !h.besideFailingPath(m) }
+// failing most attempts at random. And it fails a share of what it gets,
+// one in shedOneIn or more of the attempts sent since its return: a host
+// that fails a few attempts at random after an outage is not at its
+// capacity, and taken for one at any failure, a small client's requests
+// ended 0.3-0.8 s later than plain backoff's (docs/storm-control.md,
+// Random failures after an outage). h.mu is held.
+func (h *host) sheds(m *member) bool {
+	return h.calm < downAfter && h.failedSinceBack*shedOneIn >= h.sentSinceBack && !h.besideFailingPath(m)
+}
 
 // newsUntil returns until when m's own news of its path holds: when the
 // latest failure it acted on went or, when its latest failure was told a
