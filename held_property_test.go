@@ -29,9 +29,8 @@ import (
 // outcome (by up to 2.1 s; 6 to 16 in each case's 2,000; 7 of the 600
 // here, 2 or 3 a case against 4 allowed), 27 since a host back sheds
 // only while a third of what it was sent since fails (by up to 1.3 s; 5
-// of the 600 here), and no more than 1 in 50 may.
-// L's
-// Policy has no jitter, so that its schedule depends on time alone; a
+// of the 600 here), and no more than 1 in 50 may. L's Policy has no
+// jitter, so that its schedule depends on time alone; a
 // Retry-After told to L alone is left out, Retry-After on some failures
 // and not others being the documented exception. "different attempt times" gives L 1 ms attempts among slower
 // ones: a life timed by the host's average ended 12-50 ms late on 6 seeds

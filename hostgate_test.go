@@ -1064,9 +1064,9 @@ func TestRandomRunsOfAMostlyFailingHostAreNotAnOutage(t *testing.T) {
 // that has seen no answer), that refuses retries again (a backlog coming
 // back, as at a herd's date), holds them as in an outage for as long
 // again as the outage lasted, while it sheds, an answer between refusals
-// or not; not a request's first failure, one that said Retry-After, one after the
-// window, nor after an outage one attempt shorter (random failures reach
-// downAfter: see shedAfterRun).
+// or not; not a request's first failure, one that said Retry-After, one
+// after the window, nor after an outage one attempt shorter (random
+// failures reach downAfter: see shedAfterRun).
 func TestRetriesRefusedAgainAfterAnOutageAreHeld(t *testing.T) {
 	for _, c := range []struct {
 		young bool

@@ -163,7 +163,7 @@ func TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern(t *testing.T) {
 // failures are on another path, it may probe for its own at once (see
 // besideFailingPath), and is woken to: it slept until the flow ended.
 // TestStormStress once reported a line's probe due while every request
-// slept, in one of about 15,000 seeds; this is one way there.
+// slept, in one of about 17,000 seeds; this is one way there.
 func TestFailuresOnAnotherPathWakeTheLinesProbe(t *testing.T) {
 	s, ms := failing(3)
 	h, a := ms[0].h, ms[0]
