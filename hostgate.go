@@ -66,7 +66,7 @@ const (
 	youngShedAfterRun = downAfter * 3 / 2
 	// shedOneIn: a host back sheds while one in shedOneIn or more of the attempts sent since its return failed, beyond chance (see failsAShare).
 	// Small clients whose host fails 20% of attempts at random after a 3 s outage (20 seeds): requests rescued both ways 0.02-0.07 s later than plain backoff (0.05-0.18 s without the margin; 0.30-0.83 s on any one failure, 3 seeds);
-	// the virtual default fleet back to 95% in 2.1-2.3 s against 1.0-1.3 s on any failure, 75.8-76.6% rescued against 77.9-78.9% (docs/storm-control.md, Random failures after an outage).
+	// the virtual default fleet back to 95% in 1.8-2.4 s against 1.0-1.3 s on any failure, 75.7-76.6% rescued against 77.9-78.9% (docs/storm-control.md, Random failures after an outage).
 	shedOneIn = 3
 )
 
@@ -117,7 +117,6 @@ type host struct {
 	shedUntil           time.Time          // until when, back from an outage, it may shed (see shedWindow)
 	sentSinceBack       int                // attempts sent since backAt whose outcome is known (see sheds)
 	failedSinceBack     int                // of those, the failed
-	toldBack            bool               // its latest return ended an outage told a Retry-After (see failsAShare)
 }
 
 func newHostSet(share float64) *hostSet { return &hostSet{share: share} }
@@ -294,7 +293,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 		h.sentSinceBack++
 	}
 	if back {
-		h.sentSinceBack, h.failedSinceBack, h.toldBack = 0, 0, !h.firstNamed.IsZero()
+		h.sentSinceBack, h.failedSinceBack = 0, 0
 		// A relapse within the window, at its capacity, keeps it: the
 		// backlog is still coming back (TestShedWindowOutlastsARelapse).
 		h.backAt, h.calm, h.shedUntil = now, downAfter, laterOf(h.shedUntil, h.shedWindow(now, path))

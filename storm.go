@@ -47,8 +47,8 @@ const DefaultReleaseShare = 0.25
 // told a Retry-After not over MaxRetryAfter, its latest failures on that
 // path), has failed an attempt sent since and not answered 16 in a row
 // after it, and a third or more of those sent since, by more than chance
-// fails a third of so few unless the outage told a Retry-After, as a
-// returning backlog finds it at its capacity; for as long
+// fails a third of so few, as a returning backlog finds it at its
+// capacity; for as long
 // again as the outage lasted (a return within that time keeps it), the
 // retries of requests whose latest failure came before the return are
 // then held, whatever they were told, and those of requests it refused
