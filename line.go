@@ -255,12 +255,13 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 // answers and refuses by turns, and held only after a refusal, 424 of the
 // virtual herd's retries went at their own backoff for that alone (seed
 // 1; peak after 2.63-3.08x of capacity, seeds 1-4; 2.34-2.71x with it,
-// and 2.69-2.99x since sheds asks for a third of attempts failed). It
-// holds a retry of the
-// backlog (see backlog), whatever its request was told, or one the host,
-// back, refused again. The virtual Retry-After herd, seeds 1-4, rescued
-// 100% and peaked at 2.7-3.0x of capacity after the outage, against
-// 86.0-88.8% and 11.1-12.2x without the rule and 97.1-97.6% and 5.1-6.0x
+// 2.69-2.99x since sheds asks for a third of attempts failed, and
+// 3.37-3.83x since that third must be past chance). It holds a retry of
+// the backlog (see backlog), whatever its request was told, or one the
+// host, back, refused again. The virtual Retry-After herd, seeds 1-4,
+// rescued 100% and peaked at 2.7-3.0x of capacity after the outage (3.4-3.8x
+// since that third must be past chance), against 86.0-88.8% and
+// 11.1-12.2x without the rule and 97.1-97.6% and 5.1-6.0x
 // with its refusals alone; its requests rescued both ways ended 0.55-0.59
 // s later than plain backoff's on average, against 0.39-0.44 s (seeds 1-4).
 // Of the refused again, not a failure that said Retry-After, which names
