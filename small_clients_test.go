@@ -13,8 +13,8 @@ import (
 // chance, which taken for a host at its capacity held its backlog in line
 // (see failsAShare): over 20 seeds, requests rescued both ways ended
 // 0.18 s, 0.09 s and, told, 0.20 s later than plain backoff's on
-// average, some of them 4 s later. Now 0.07 s, 0.04 s, and 0.03 s
-// sooner.
+// average, some of them 4 s later. Now 0.07 s and 0.04 s later, and
+// 0.03 s sooner.
 func TestSmallClientsKeepTheirPaceThroughRandomFailuresAfterAnOutage(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, tc := range []struct {
