@@ -259,11 +259,11 @@ func (h *host) ask(m *member, limited bool, now time.Time) (held bool) {
 // 3.37-3.83x since that third must be past chance). It holds a retry of
 // the backlog (see backlog), whatever its request was told, or one the
 // host, back, refused again. The virtual Retry-After herd, seeds 1-4,
-// rescued 100% and peaked at 2.7-3.0x of capacity after the outage (3.4-3.8x
-// since that third must be past chance), against 86.0-88.8% and
-// 11.1-12.2x without the rule and 97.1-97.6% and 5.1-6.0x
-// with its refusals alone; its requests rescued both ways ended 0.52-0.57
-// s later than plain backoff's on average, against 0.39-0.44 s (seeds 1-4).
+// rescued 100% and peaked at 2.7-3.0x of capacity after the outage
+// (before the margin), against 86.0-88.8% and 11.1-12.2x without the
+// rule and 97.1-97.6% and 5.1-6.0x with its refusals alone; its requests
+// rescued both ways ended 0.52-0.57 s later than plain backoff's on
+// average, against 0.39-0.44 s (seeds 1-4).
 // Of the refused again, not a failure that said Retry-After, which names
 // its own wait, nor a request's first failure (m.n, read by its own
 // goroutine, which asks): held too, fresh requests waited behind the
@@ -485,8 +485,8 @@ func (h *host) sheds(m *member) bool {
 // peak after the return 3.4-3.8x of capacity, 2.7-3.0x without the
 // margin); waived after a told outage (4614f1b, not kept), the margin
 // left a small client told Retry-After: 1 0.06-0.33 s later than plain
-// backoff's at 2 to 5 requests a second, where with it it ends from 0.07
-// s sooner to 0.12 s later. h.mu is held.
+// backoff's at 2 to 5 requests a second; with it, from 0.07 s sooner to
+// 0.12 s later. h.mu is held.
 func (h *host) failsAShare() bool {
 	sent := float64(h.sentSinceBack)
 	chance := math.Sqrt(sent * (shedOneIn - 1)) // shedOneIn times the deviation of a binomial count at 1/shedOneIn
