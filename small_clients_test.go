@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -52,5 +53,48 @@ func TestSmallClientsKeepTheirPaceThroughRandomFailuresAfterAnOutage(t *testing.
 				t.Errorf("requests rescued both ways ended %v later than plain backoff's on average, want %v at most", mean.Round(time.Millisecond), tc.most)
 			}
 		})
+	}
+}
+
+// TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer: one Transport
+// sending 2 requests a second (default Policy) to a host down 5 s, whose
+// 503s name the outage's end as a date. The requests held through the
+// outage skip their steps while its latest outcome is a failure, the
+// named moment among them; plain backoff's retries at those steps, once
+// the host is back, are answered. A step skipped after the latest failed
+// attempt went, and before the first answered one went, waited for its
+// next step or the line's releases, which a few answers a second pay
+// slowly: over 20 seeds the requests rescued both ways ended 0.53 s
+// later than plain backoff's on average, the latest 5.5 s. Such a step
+// now goes at the host's first answer to an attempt sent after that
+// failure (see inGrace): 0.09 s, the latest 1.3 s.
+func TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer(t *testing.T) {
+	t.Parallel() // virtual time only: runs beside the other simulations
+	var later []time.Duration
+	var sum time.Duration
+	for seed := uint64(1); seed <= 20; seed++ {
+		sc := fleetScenario{clients: 1, rate: 2, down: [2]time.Duration{time.Second, 6 * time.Second}, retryAfter: true,
+			duration: 10 * time.Second, latency: time.Millisecond, seed: seed}
+		on, off := runFleet(t, sc, StormControl{}), runFleet(t, sc, stormOff)
+		offByStart := map[time.Duration]simRequest{}
+		for _, r := range off.requests {
+			offByStart[r.start] = r
+		}
+		for _, r := range on.requests {
+			if o := offByStart[r.start]; o.ok && r.ok && r.start < sc.down[1] {
+				later = append(later, r.latency-o.latency)
+				sum += r.latency - o.latency
+			}
+		}
+	}
+	if len(later) == 0 {
+		t.Fatal("no request rescued both ways")
+	}
+	slices.Sort(later)
+	mean, latest := sum/time.Duration(len(later)), later[len(later)-1]
+	t.Logf("%d requests rescued both ways: %v later on average, the latest %v", len(later), mean.Round(time.Millisecond), latest.Round(time.Millisecond))
+	if mean > 150*time.Millisecond || latest > 2*time.Second {
+		t.Errorf("requests rescued both ways ended %v later than plain backoff's on average, the latest %v; want 150ms and 2s at most",
+			mean.Round(time.Millisecond), latest.Round(time.Millisecond))
 	}
 }

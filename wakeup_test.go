@@ -77,18 +77,18 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 }
 
 // TestFirstAnswerAfterAFailureWakesTheLine: a held retry whose step found
-// the host down goes once the host answers an attempt sent no later than
-// that step (grace), as plain backoff's attempt at the step would have
-// been answered; the answer must wake it, on a host that is not down too.
-// An answer to an attempt sent after the step puts it in no grace: the
-// host may have come back between the two; nor does one to an attempt
-// sent before the latest failed attempt (100 ms before the step), which
-// tells nothing of that failure.
+// the host down, after the latest failed attempt went (100 ms before the
+// step), goes once the host answers an attempt sent after that one
+// (grace), before the step or after it, as plain backoff's attempt at the
+// step would have been answered, or might have been; the answer must wake
+// it, on a host that is not down too. An answer to an attempt sent before
+// the latest failed one puts it in no grace: it tells nothing of that
+// failure.
 func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 	for _, tc := range []struct {
 		sent  time.Duration // the answered attempt's send, from A's step
 		grace bool
-	}{{-80 * time.Millisecond, true}, {0, true}, {10 * time.Millisecond, false}, {-120 * time.Millisecond, false}} {
+	}{{-80 * time.Millisecond, true}, {0, true}, {10 * time.Millisecond, true}, {-120 * time.Millisecond, false}} {
 		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		h := &host{name: "x", share: 0.01, outageStart: t0, backAt: t0.Add(-time.Second), run: 1, downSeen: t0.Add(-100 * time.Millisecond),
 			took: attemptTime{avg: time.Millisecond, timed: true}}
