@@ -110,7 +110,7 @@ type host struct {
 	calm                int                // answers in a row since the latest failure of an attempt sent since backAt, up to downAfter (see sheds)
 	windows             bool               // an attempt sent at or after named failed naming a later moment, each to the grain (see ask)
 	firstNamed          time.Time          // the first moment a heeded Retry-After named in the outage under way
-	upSince             bool               // it has answered an attempt sent after its latest failed one went, since that failure (see inGrace)
+	upFrom              time.Time          // when the earliest attempt answered since its latest failure went, if after downSeen; zero when none (see inGrace)
 	waits               bool               // an attempt sent at or after firstNamed failed naming, or sent, a grain after it, in any outage while the state lives (see answered)
 	meanRun             float64            // the mean of its runs of failed attempts that an answer ended, those that made it down left out (see downRun)
 	runSamples          int                // the runs in meanRun, up to runWeight
@@ -288,7 +288,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	copy(h.paths[1:i+1], h.paths[:i])
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
-	came := h.noteUp(sent, back || news)
+	widened := h.noteUp(sent, back || news)
 	if !back && !sent.IsZero() && !sent.Before(h.backAt) {
 		h.sentSinceBack++
 	}
@@ -332,7 +332,7 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	case news: // the first answer after a failure: the retries it puts in grace go, and the probe's pace is reset
 		h.nudgeHeld(now, true)
 		h.firstWaiting(now).nudge()
-	case came: // the first answer to an attempt sent since the latest failure: the retries it puts in grace go
+	case widened: // an answer to an attempt sent earlier than those answered before it: the retries it puts in grace go
 		h.nudgeHeld(now, true)
 	}
 }
@@ -366,17 +366,19 @@ func (h *host) shedWindow(now time.Time, path string) time.Time {
 }
 
 // noteUp records that an attempt sent at sent was answered, the first
-// since a failure when first, and reports whether it is the first since
-// that failure sent after the failed attempt went. Only such an attempt
-// tells that the host answers from then on: an earlier one, slow, tells
+// since a failure when first, and reports whether it moved upFrom
+// earlier. Only an attempt that went after the latest failed one tells
+// that the host answers from then on: an earlier one, slow, tells
 // nothing of the failure after it. h.mu is held.
-func (h *host) noteUp(sent time.Time, first bool) (came bool) {
+func (h *host) noteUp(sent time.Time, first bool) (widened bool) {
 	if first {
-		h.upSince = false
+		h.upFrom = time.Time{}
 	}
-	came = !h.upSince && !sent.IsZero() && sent.After(h.downSeen)
-	h.upSince = h.upSince || came
-	return came
+	widened = !sent.IsZero() && sent.After(h.downSeen) && (h.upFrom.IsZero() || sent.Before(h.upFrom))
+	if widened {
+		h.upFrom = sent
+	}
+	return widened
 }
 
 // noteFresh records a first attempt at now; a pause after fresh requests

@@ -518,28 +518,32 @@ func (h *host) newsFor(m *member) time.Time {
 	return h.downSeen
 }
 
-// inGrace reports whether m's latest step that found the host down goes
-// now, the host answering: it answered within a failed attempt's time of
-// the step, or, since its latest failure, answered an attempt sent after
-// that failure's, and the step came after that failure's too (see
-// upSince). Plain backoff's attempt at the step might have been answered,
-// or would have been: the host failed none sent after it. The first alone
-// missed slow answers: a burst of 100 against a host whose answers take
-// 800 ms and whose failures are fast had its median call at 1.20-1.27x of
-// plain backoff's, 1.12-1.20x with both
-// (TestBurstAgainstSlowAnswersLearnsWhenTheHostCameBack); the second alone,
-// failures slower than the answers that followed them
-// (TestBurstAgainstSlowFailuresLearnsWhenTheHostCameBack). Asking, as
-// before, for an answered attempt sent no later than the step, a step
-// skipped between the latest failure and the first answer waited for its
-// next step or the line: a client of 2 requests a second told the end of
-// a 5 s outage ended its calls 0.53 s later than plain backoff's on
-// average, the latest 5.5 s, and now 0.09 s and 1.3 s
-// (TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer); the fleets, each
-// client as small, come back at a higher peak (docs/storm-control.md).
-// h.mu is held.
+// inGrace reports whether the host, since its latest failure, answered
+// within a failed attempt's time of m's latest step that found it down,
+// or answered an attempt sent after that failure's and no later than the
+// step (see upFrom): plain backoff's attempt at the step might have been
+// answered, or would have been. The first alone missed slow answers: a
+// burst of 100 against a host whose answers take 800 ms and whose
+// failures are fast had its median call at 1.20-1.27x of plain backoff's,
+// 1.12-1.20x with both (TestBurstAgainstSlowAnswersLearnsWhenTheHostCameBack);
+// the second alone, failures slower than the answers that followed them
+// (TestBurstAgainstSlowFailuresLearnsWhenTheHostCameBack). A step at or
+// after the moment m's Retry-After named, and after that failure went,
+// is in grace at an answer to an attempt sent after that failure's,
+// wherever the step falls: the host named the moment, and has failed
+// nothing sent since. Without it, a client of 2 requests a second told
+// the end of a 5 s outage skipped its steps at that moment, fresh
+// requests coming, and ended its calls 0.53 s later than plain backoff's
+// on average, the latest 5.5 s (0.09 s and 1.3 s now:
+// TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer). Any step so
+// placed, told or not, brought small clients' untold outages level with
+// plain backoff too, but a fleet's held steps then went at each client's
+// first answer, and a server that falls over under twice its capacity
+// fell over again after its outage (docs/storm-control.md, A told step
+// skipped before the first answer goes at it). h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	return h.run == 0 && !m.downStep.IsZero() && (!now.After(m.downStep.Add(h.took.avg)) || h.upSince && m.downStep.After(h.downSeen))
+	toldCame := m.heeded > 0 && !m.downStep.Before(m.told.at.Add(m.heeded)) && m.downStep.After(h.downSeen)
+	return h.run == 0 && !m.downStep.IsZero() && (!now.After(m.downStep.Add(h.took.avg)) || !h.upFrom.IsZero() && (!m.downStep.Before(h.upFrom) || toldCame))
 }
 
 // abandon takes the held m out of line: its hold ran out or was canceled.

@@ -59,15 +59,14 @@ func TestSmallClientsKeepTheirPaceThroughRandomFailuresAfterAnOutage(t *testing.
 // TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer: one Transport
 // sending 2 requests a second (default Policy) to a host down 5 s, whose
 // 503s name the outage's end as a date. The requests held through the
-// outage skip their steps while its latest outcome is a failure, the
-// named moment among them; plain backoff's retries at those steps, once
-// the host is back, are answered. A step skipped after the latest failed
-// attempt went, and before the first answered one went, waited for its
-// next step or the line's releases, which a few answers a second pay
-// slowly: over 20 seeds the requests rescued both ways ended 0.53 s
-// later than plain backoff's on average, the latest 5.5 s. Such a step
-// now goes at the host's first answer to an attempt sent after that
-// failure (see inGrace): 0.09 s, the latest 1.3 s.
+// outage skip their steps at and after the named moment while the host's
+// latest outcome is a failure and fresh requests keep coming; plain
+// backoff's retries at those steps, once the host is back, are answered.
+// Such a step waited for its next step or the line's releases, which a
+// few answers a second pay slowly: over 20 seeds the requests rescued
+// both ways ended 0.53 s later than plain backoff's on average, the
+// latest 5.5 s. It now goes at the host's first answer to an attempt sent
+// after its latest failure (see inGrace): 0.09 s, the latest 1.3 s.
 func TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	var later []time.Duration

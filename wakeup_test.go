@@ -77,18 +77,23 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 }
 
 // TestFirstAnswerAfterAFailureWakesTheLine: a held retry whose step found
-// the host down, after the latest failed attempt went (100 ms before the
-// step), goes once the host answers an attempt sent after that one
-// (grace), before the step or after it, as plain backoff's attempt at the
-// step would have been answered, or might have been; the answer must wake
-// it, on a host that is not down too. An answer to an attempt sent before
-// the latest failed one puts it in no grace: it tells nothing of that
+// the host down goes once the host answers an attempt sent no later than
+// that step (grace), as plain backoff's attempt at the step would have
+// been answered; the answer must wake it, on a host that is not down too.
+// An answer to an attempt sent after the step puts it in no grace: the
+// host may have come back between the two; unless the step came at or
+// after the moment a Retry-After told the retry named, and after the
+// latest failed attempt went (100 ms before the step): the host named
+// that moment, and has failed nothing sent since. Nor does an answer to
+// an attempt sent before that failed attempt, which tells nothing of its
 // failure.
 func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 	for _, tc := range []struct {
 		sent  time.Duration // the answered attempt's send, from A's step
+		told  bool          // A was told a Retry-After whose moment came before its step
 		grace bool
-	}{{-80 * time.Millisecond, true}, {0, true}, {10 * time.Millisecond, true}, {-120 * time.Millisecond, false}} {
+	}{{-80 * time.Millisecond, false, true}, {0, false, true}, {10 * time.Millisecond, false, false}, {-120 * time.Millisecond, false, false},
+		{10 * time.Millisecond, true, true}, {-120 * time.Millisecond, true, false}} {
 		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		h := &host{name: "x", share: 0.01, outageStart: t0, backAt: t0.Add(-time.Second), run: 1, downSeen: t0.Add(-100 * time.Millisecond),
 			took: attemptTime{avg: time.Millisecond, timed: true}}
@@ -96,6 +101,9 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 		a.h, b.h = h, h
 		h.members = []*member{a, b}
 		a.downStep = t0
+		if tc.told { // failed a second before its step, told to come back half a second later
+			a.told, a.heeded = failure{at: t0.Add(-time.Second), floor: 500 * time.Millisecond}, 500*time.Millisecond
+		}
 		h.enqueue(a, place{nextAt: t0.Add(time.Second), spare: true})
 		if h.down() {
 			t.Fatal("setup: the host should not be down")
@@ -103,7 +111,7 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 		at := t0.Add(20 * time.Millisecond) // past a failed attempt's time after the step
 		h.answered(at, "", nil, false, 0.25, t0.Add(tc.sent))
 		if got := h.inGrace(a, at); got != tc.grace {
-			t.Errorf("answer to an attempt sent %v from A's step: in grace %v, want %v", tc.sent, got, tc.grace)
+			t.Errorf("answer to an attempt sent %v from A's step (told %v): in grace %v, want %v", tc.sent, tc.told, got, tc.grace)
 		}
 		if !nudged(a) {
 			t.Errorf("sent %v: the answer did not wake A, the first in line", tc.sent)
