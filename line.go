@@ -527,11 +527,13 @@ func (h *host) newsFor(m *member) time.Time {
 // failures are fast had its median call at 1.20-1.27x of plain backoff's,
 // 1.12-1.20x with both (TestBurstAgainstSlowAnswersLearnsWhenTheHostCameBack);
 // the second alone, failures slower than the answers that followed them
-// (TestBurstAgainstSlowFailuresLearnsWhenTheHostCameBack). A step at or
-// after the moment m's Retry-After named, and after that failure went,
-// is in grace at an answer to an attempt sent after that failure's,
-// wherever the step falls: the host named the moment, and has failed
-// nothing sent since. Without it, a client of 2 requests a second told
+// (TestBurstAgainstSlowFailuresLearnsWhenTheHostCameBack). A step of a
+// request told a Retry-After, on a host whose Retry-After names its
+// return, not a wait (see waits), is in grace at an answer to an attempt
+// sent after that failure's, wherever the step falls, if it came after
+// that failure went: a held step comes after the moment the request was
+// told, which the host named, and the host has failed nothing sent
+// since. Without it, a client of 2 requests a second told
 // the end of a 5 s outage skipped its steps at that moment, fresh
 // requests coming, and ended its calls 0.53 s later than plain backoff's
 // on average, the latest 5.5 s (0.09 s and 1.3 s now:
@@ -542,7 +544,7 @@ func (h *host) newsFor(m *member) time.Time {
 // fell over again after its outage (docs/storm-control.md, A told step
 // skipped before the first answer goes at it). h.mu is held.
 func (h *host) inGrace(m *member, now time.Time) bool {
-	toldCame := m.heeded > 0 && !m.downStep.Before(m.told.at.Add(m.heeded)) && m.downStep.After(h.downSeen)
+	toldCame := m.heeded > 0 && !h.waits && m.downStep.After(h.downSeen)
 	return h.run == 0 && !m.downStep.IsZero() && (!now.After(m.downStep.Add(h.took.avg)) || !h.upFrom.IsZero() && (!m.downStep.Before(h.upFrom) || toldCame))
 }
 

@@ -81,26 +81,32 @@ func TestCreditWaitsForTheRetryAfterToEnd(t *testing.T) {
 // that step (grace), as plain backoff's attempt at the step would have
 // been answered; the answer must wake it, on a host that is not down too.
 // An answer to an attempt sent after the step puts it in no grace: the
-// host may have come back between the two; unless the step came at or
-// after the moment a Retry-After told the retry named, and after the
-// latest failed attempt went (100 ms before the step): the host named
-// that moment, and has failed nothing sent since. Nor does an answer to
-// an attempt sent before that failed attempt, which tells nothing of its
-// failure.
+// host may have come back between the two; unless the retry was told a
+// Retry-After by a host whose Retry-After names its return, not a wait
+// (see host.waits), and the step came after the latest failed attempt
+// went (100 ms before the step): the host named that moment, and has
+// failed nothing sent since. Nor does an answer to an attempt sent
+// before that failed attempt, which tells nothing of its failure.
 func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 	for _, tc := range []struct {
 		sent  time.Duration // the answered attempt's send, from A's step
 		told  bool          // A was told a Retry-After whose moment came before its step
+		waits bool          // the host's Retry-After names a wait, not its return
+		after bool          // the latest failed attempt went 5 ms after A's step, not 100 ms before
 		grace bool
-	}{{-80 * time.Millisecond, false, true}, {0, false, true}, {10 * time.Millisecond, false, false}, {-120 * time.Millisecond, false, false},
-		{10 * time.Millisecond, true, true}, {-120 * time.Millisecond, true, false}} {
+	}{{-80 * time.Millisecond, false, false, false, true}, {0, false, false, false, true}, {10 * time.Millisecond, false, false, false, false},
+		{-120 * time.Millisecond, false, false, false, false}, {10 * time.Millisecond, true, false, false, true}, {-120 * time.Millisecond, true, false, false, false},
+		{10 * time.Millisecond, true, true, false, false}, {10 * time.Millisecond, true, false, true, false}} {
 		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		h := &host{name: "x", share: 0.01, outageStart: t0, backAt: t0.Add(-time.Second), run: 1, downSeen: t0.Add(-100 * time.Millisecond),
-			took: attemptTime{avg: time.Millisecond, timed: true}}
+			took: attemptTime{avg: time.Millisecond, timed: true}, waits: tc.waits}
 		a, b := newMember(), newMember()
 		a.h, b.h = h, h
 		h.members = []*member{a, b}
 		a.downStep = t0
+		if tc.after {
+			h.downSeen = t0.Add(5 * time.Millisecond)
+		}
 		if tc.told { // failed a second before its step, told to come back half a second later
 			a.told, a.heeded = failure{at: t0.Add(-time.Second), floor: 500 * time.Millisecond}, 500*time.Millisecond
 		}
@@ -111,7 +117,7 @@ func TestFirstAnswerAfterAFailureWakesTheLine(t *testing.T) {
 		at := t0.Add(20 * time.Millisecond) // past a failed attempt's time after the step
 		h.answered(at, "", nil, false, 0.25, t0.Add(tc.sent))
 		if got := h.inGrace(a, at); got != tc.grace {
-			t.Errorf("answer to an attempt sent %v from A's step (told %v): in grace %v, want %v", tc.sent, tc.told, got, tc.grace)
+			t.Errorf("answer to an attempt sent %v from A's step (told %v, waits %v, failed after %v): in grace %v, want %v", tc.sent, tc.told, tc.waits, tc.after, got, tc.grace)
 		}
 		if !nudged(a) {
 			t.Errorf("sent %v: the answer did not wake A, the first in line", tc.sent)
