@@ -533,10 +533,10 @@ func (h *host) newsFor(m *member) time.Time {
 // sent after that failure's, wherever the step falls, if it came after
 // that failure went: a held step comes after the moment the request was
 // told, which the host named, and the host has failed nothing sent
-// since. Without it, a client of 2 requests a second told
-// the end of a 5 s outage skipped its steps at that moment, fresh
-// requests coming, and ended its calls 0.53 s later than plain backoff's
-// on average, the latest 5.5 s (0.09 s and 1.3 s now:
+// since. Without it, a client of 2 requests a second told the end of a
+// 5 s outage skipped its steps at that moment, fresh requests coming, and
+// ended its calls 0.53 s later than plain backoff's on average, the
+// latest 5.5 s (0.09 s and 1.3 s now:
 // TestASmallClientLearnsTheHostIsBackAtItsFirstAnswer). Any step so
 // placed, told or not, brought small clients' untold outages level with
 // plain backoff too, but a fleet's held steps then went at each client's
