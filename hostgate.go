@@ -158,8 +158,16 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	// A shorter Retry-After, or none: a retry kept from going between its
 	// steps by the longer may now go. The second failure in a row on a
 	// path: the retries of the others may now probe (see
-	// besideFailingPath), fresh requests coming or not.
-	if f.floor < h.says.v || h.failing.run == 2 {
+	// besideFailingPath), fresh requests coming or not. A heeded one that
+	// names a moment before those the others were told: the line may probe
+	// then (see momentCame), and the first in line sleeps to a later time
+	// (TestAnEarlierMomentNamedWakesTheLinesProbe).
+	sooner := false
+	if f.floor > 0 && !f.overCap {
+		pending := h.pendingMoment()
+		sooner = pending.IsZero() || f.at.Add(f.floor).Before(pending)
+	}
+	if f.floor < h.says.v || h.failing.run == 2 || sooner {
 		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
 	h.noteTold(m, f, sent)

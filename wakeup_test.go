@@ -202,3 +202,32 @@ func TestFailuresOnAnotherPathWakeTheLinesProbe(t *testing.T) {
 		t.Error("woken, the retry beside a failing path did not go as the line's probe")
 	}
 }
+
+// TestAnEarlierMomentNamedWakesTheLinesProbe: a retry first in line, few
+// fresh requests seen, sleeps until the line's next probe; another
+// request's failure then names, by its Retry-After, a moment before that
+// (see momentCame), at which the line probes: the first in line must be
+// woken to look again, or it sleeps through the moment.
+func TestAnEarlierMomentNamedWakesTheLinesProbe(t *testing.T) {
+	s, ms := failing(3)
+	h, a := ms[0].h, ms[0]
+	h.gaps, h.nextProbe = 1, at(1000) // few fresh requests; the probe before paced the next far out
+	now := at(3)
+	if !holdAt(h, a, now) {
+		t.Fatal("not held")
+	}
+	if send, wake := h.poll(a, now, false, false); send || !wake.Equal(at(1000)) {
+		t.Fatalf("send %v, wake at %v; want asleep until the probe's time, 1 s", send, wake.Sub(t0))
+	}
+	nudged(a)
+	s.failed("h", newMember(), failure{at: at(4), sent: at(4), floor: 100 * time.Millisecond})
+	if !h.momentCame(at(104), h.pendingMoment()) {
+		t.Fatalf("the moment named (%v) does not make the probe due at 104 ms", h.pendingMoment().Sub(t0))
+	}
+	if !nudged(a) {
+		t.Error("a moment named before the line's next probe did not wake the first in line")
+	}
+	if send, wake := h.poll(a, at(5), false, false); send || !wake.Equal(at(104)) {
+		t.Errorf("woken: send %v, wake at %v; want asleep until the moment named, 104 ms", send, wake.Sub(t0))
+	}
+}
