@@ -181,14 +181,9 @@ func TestAnswersOnAFlakyHostWakeOnlyWhomTheyConcern(t *testing.T) {
 func TestFailuresOnAnotherPathWakeTheLinesProbe(t *testing.T) {
 	s, ms := failing(3)
 	h, a := ms[0].h, ms[0]
-	now := at(3)
-	if !holdAt(h, a, now) {
-		t.Fatal("not held")
+	if wake := asleepInLine(t, h, a, at(3)); !wake.After(at(5)) {
+		t.Fatalf("while fresh requests come: wake at %v; want held past 5 ms", wake.Sub(t0))
 	}
-	if send, wake := h.poll(a, now, false, false); send || !wake.After(at(5)) {
-		t.Fatalf("while fresh requests come: send %v, wake at %v; want held past 5 ms", send, wake.Sub(t0))
-	}
-	nudged(a)
 	for i, m := range []*member{newMember(), newMember()} { // retries on another path: no fresh request
 		s.failed("h", m, failure{at: at(4 + i), sent: at(4 + i), path: "/other"})
 	}
@@ -212,14 +207,9 @@ func TestAnEarlierMomentNamedWakesTheLinesProbe(t *testing.T) {
 	s, ms := failing(3)
 	h, a := ms[0].h, ms[0]
 	h.gaps, h.nextProbe = 1, at(1000) // few fresh requests; the probe before paced the next far out
-	now := at(3)
-	if !holdAt(h, a, now) {
-		t.Fatal("not held")
+	if wake := asleepInLine(t, h, a, at(3)); !wake.Equal(at(1000)) {
+		t.Fatalf("wake at %v; want asleep until the probe's time, 1 s", wake.Sub(t0))
 	}
-	if send, wake := h.poll(a, now, false, false); send || !wake.Equal(at(1000)) {
-		t.Fatalf("send %v, wake at %v; want asleep until the probe's time, 1 s", send, wake.Sub(t0))
-	}
-	nudged(a)
 	s.failed("h", newMember(), failure{at: at(4), sent: at(4), floor: 100 * time.Millisecond})
 	if !h.momentCame(at(104), h.pendingMoment()) {
 		t.Fatalf("the moment named (%v) does not make the probe due at 104 ms", h.pendingMoment().Sub(t0))
@@ -230,4 +220,20 @@ func TestAnEarlierMomentNamedWakesTheLinesProbe(t *testing.T) {
 	if send, wake := h.poll(a, at(5), false, false); send || !wake.Equal(at(104)) {
 		t.Errorf("woken: send %v, wake at %v; want asleep until the moment named, 104 ms", send, wake.Sub(t0))
 	}
+}
+
+// asleepInLine holds a at now, polls it, and returns when it sleeps
+// until, with any nudge the poll sent it taken; it fails the test when a
+// is not held or goes at once.
+func asleepInLine(t *testing.T, h *host, a *member, now time.Time) time.Time {
+	t.Helper()
+	if !holdAt(h, a, now) {
+		t.Fatal("not held")
+	}
+	send, wake := h.poll(a, now, false, false)
+	if send {
+		t.Fatalf("went at once at %v", now.Sub(t0))
+	}
+	nudged(a)
+	return wake
 }
