@@ -19,78 +19,37 @@ const DefaultReleaseShare = 0.25
 // Its zero value is on: the host gate. NoHostGate turns the gate off and
 // puts a retry budget in its place; NoBudget turns that budget off.
 //
-// The model, per host: a retry that has waited its own backoff goes, as
-// without storm control, unless another request to the host is retrying
-// and either the host is proven down, or, back from an outage, it refuses
-// attempts again and the request failed before its return or is refused
-// again, or a Retry-After told the request to wait out the outage under
-// way; then it is held. A held request keeps its own backoff's steps,
-// drawn as plain backoff draws them: at each it goes if the host may be
-// back or the step is its last, and otherwise skips the step, counted as
-// an attempt that failed, but for one owed: back from an outage that holds
-// its backlog (below), for as long again as it lasted, the host not down
-// and the request's path answering, the step, the last too, is put off by
-// its own backoff and counts as nothing. Between steps it waits in the
+// The model, per host: a retry waits its own backoff, as without storm
+// control, and then goes, unless another of the Transport's requests to
+// the host is retrying too and the host is down (none of its last 16
+// attempts answered, more for a host failing most attempts at random),
+// or is back from an outage and turning its backlog away, or told this
+// request by Retry-After to wait the outage out; then the request is
+// held. A held request keeps its own backoff's steps: at
+// each it goes if the host may be back (its latest outcome is an answer)
+// or the step is its last, and otherwise skips the step, counted as a
+// failed attempt and sending nothing. Between steps it waits in the
 // host's line, which the host's answers empty, oldest first, at a pace
-// that grows with answers and halves on failures, as TCP's window (see
-// ReleaseShare); while no fresh requests reach the host, the line sends
-// its oldest held retry alone, now and then, as a probe.
-//
-// The terms, precisely. Proven down: none of the host's last 16 attempts
-// answered (more for a host failing over 60% of attempts at random: a run
-// as rare at its rate as 16 are at 60%), in an outage at least two failed
-// attempts' time old; but not for a request whose path answered lately and
-// has not failed 16 attempts since, so that a dead endpoint holds back no
-// other. Refuses again: the host, back from an outage (twice the run that
-// makes it down unanswered, 24 for a state that has seen no answer, the
-// latest 16 on the path it answered, or one
-// told a Retry-After not over MaxRetryAfter, its latest failures on that
-// path), has failed an attempt sent since and not answered 16 in a row
-// after it, and a third or more of those sent since, by more than chance
-// fails a third of so few, as a returning backlog finds it at its
-// capacity; for as long
-// again as the outage lasted (a return within that time keeps it), the
-// retries of requests whose latest failure came before the return are
-// then held, whatever they were told, and those of requests it refused
-// again, but for a request's first failure and one that said
-// Retry-After; once held, a retry goes as any held retry. A Retry-After
-// holds only for the outage under way, and not one that has named a rate
-// window's end. The host may be back for a request when its latest
-// outcome, or its path's, is an answer (though not while the host, back
-// from down, fails attempts sent since and has not answered 16 in a row
-// after one, as a host at its capacity does: the line's releases then pace
-// the held), or, while no fresh requests come, when no failure is newer
-// than the request's own news of it, a Retry-After being news until the
-// moment it named. The line also probes while fresh requests are few, once
-// a moment a Retry-After named has come; each probe is paced as a backoff
-// from when the one before went. When the host's latest failures, two or
-// more in a row, are on another path, neither they nor fresh requests tell
-// of the request's path: its news is the latest failure on any other path.
+// that grows with answers and halves on failures, as TCP's window does;
+// while no new requests reach the host, the line tests it now and then
+// with its oldest held retry.
 //
 // So a held request that fails ends no later, and after no more attempts,
-// than with plain backoff, but for steps owed, which may put it later,
-// never past plain backoff's longest life (MaxRetries waits of MaxDelay
-// from its first failure, and its attempts); one that succeeds may take a
-// step more, the time it takes to learn that the host is back; none goes
-// before a Retry-After it was told ends, and one the server singled out
-// (told a Retry-After while the others' latest failures named none) is not
-// held, but as the backlog of a host back that sheds; a hold that the
-// deadline reaches returns the last outcome (see Error for a body that
-// could not be kept) with StopHostGate. These have measured exceptions,
-// among them failures of which only some carry a Retry-After (later, and
-// rarely an attempt more), attempts slower than plain backoff's would have
-// been (later), and a host at its capacity after an outage, whose held
-// retries wait their turn in line (later, failing or not: the requests the
-// virtual Retry-After herd rescues both ways, 0.52-0.57 s on average,
-// seeds 1-4); and a held request may fail where plain backoff succeeds,
-// on a host that flaps faster than the backoff, a rate limit that names
-// its window's end (a Retry-After date, or seconds counting down), or one
-// that fails most attempts at random, in a state too young to know its
-// rate.
-// docs/storm-control.md states each rule in full (when a Retry-After
+// than with plain backoff; one that succeeds may take a step more, the
+// time it takes to learn that the host is back; none goes before a
+// Retry-After it was told ends; and a hold that the deadline reaches
+// returns the last outcome (see Error for a body that could not be kept)
+// with StopHostGate. The README lists, in user terms, the measured
+// exceptions: a host back from an outage to a backlog, whose held
+// retries wait their turn in line, even at their last step, never past
+// plain backoff's longest life; attempts slower than plain backoff's
+// would have been; failures of which only some carry a Retry-After; a
+// host that flaps faster than the backoff; a rate limit that names its
+// window's end; a host failing most attempts at random.
+// docs/storm-control.md states each rule exactly (when a host is down,
+// when it turns its backlog away and for how long, when a Retry-After
 // holds, when the host may be back, the line's pace and probes, what a
-// skipped step stands for) and measures each exception; the README lists
-// them in user terms.
+// skipped step stands for) and measures each rule and exception.
 //
 // With the host gate off, a budget bounds retries across hosts instead
 // (see Budget). Only hosts with requests retrying have state: while none
