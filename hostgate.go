@@ -297,14 +297,13 @@ func (h *host) answered(now time.Time, path string, m *member, first bool, full 
 	h.paths[0] = pathRun{path: path, ok: true}
 	back, news := h.down(), h.run > 0
 	widened := h.noteUp(sent, back || news)
-	if !back && !sent.IsZero() && !sent.Before(h.backAt) {
-		h.sentSinceBack++
-	}
 	if back {
 		h.sentSinceBack, h.failedSinceBack = 0, 0
 		// A relapse within the window, at its capacity, keeps it: the
 		// backlog is still coming back (TestShedWindowOutlastsARelapse).
 		h.backAt, h.calm, h.shedUntil = now, downAfter, laterOf(h.shedUntil, h.shedWindow(now, path))
+	} else if !sent.IsZero() && !sent.Before(h.backAt) {
+		h.sentSinceBack++
 	}
 	h.calm = min(h.calm+1, downAfter)
 	if h.run < h.downRun() { // a run that made it down was an outage, not one of its random failures
