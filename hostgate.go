@@ -161,13 +161,15 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	// besideFailingPath), fresh requests coming or not. A heeded one that
 	// names a moment before those the others were told: the line may probe
 	// then (see momentCame), and the first in line sleeps to a later time
-	// (TestAnEarlierMomentNamedWakesTheLinesProbe).
+	// (TestAnEarlierMomentNamedWakesTheLinesProbe). The first failure
+	// after an answer: a moment named that came while the host answered
+	// makes the probe due now (TestAMomentComeWhileTheHostAnsweredWakesTheProbe).
 	sooner := false
 	if f.floor > 0 && !f.overCap {
 		pending := h.pendingMoment()
 		sooner = pending.IsZero() || f.at.Add(f.floor).Before(pending)
 	}
-	if f.floor < h.says.v || h.failing.run == 2 || sooner {
+	if f.floor < h.says.v || h.failing.run == 2 || sooner || h.run == 0 {
 		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
 	}
 	h.noteTold(m, f, sent)

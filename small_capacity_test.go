@@ -46,9 +46,10 @@ func smallCapacityHost(back time.Duration, conc int, serve, fail time.Duration) 
 // releasing two more for each answer while the host turned most attempts
 // away, and took the slots where plain backoff's last steps found room;
 // the failed ones stopped with StopHostGate, their steps run out. Slow
-// start now stops once the host sheds: 455-462 and 480-487 (loopback,
-// 84.5-87.5% against 88.5%). The test fails below 95% of plain backoff's
-// rescues.
+// start now stops once the host sheds: 455-462 and 480-487 then
+// (loopback, 84.5-87.5% against 88.5%); 436-451 and 480-491 in 12 runs at
+// a7359a0 and after, as the rules since moved them. The test fails below
+// 95% of plain backoff's rescues.
 func TestSharedClientOnAHostBackAtASmallCapacity(t *testing.T) {
 	t.Parallel() // virtual time only: runs beside the other simulations
 	for _, fail := range []time.Duration{time.Millisecond, 200 * time.Millisecond} {

@@ -237,3 +237,34 @@ func asleepInLine(t *testing.T, h *host, a *member, now time.Time) time.Time {
 	nudged(a)
 	return wake
 }
+
+// TestAMomentComeWhileTheHostAnsweredWakesTheProbe: B's failure names, by
+// its Retry-After, a moment (104 ms) at which the line probes while fresh
+// requests are few; the host answers before it, so that at the moment the
+// probe is not due, and A, first in line, sleeps on to the line's next
+// probe. A failure then comes of an attempt sent before the moment: what
+// the host is since the moment is unknown again, the probe is due, and A
+// must be woken to go (TestStormStress, 1 run in 10 at 1,000 seeds).
+func TestAMomentComeWhileTheHostAnsweredWakesTheProbe(t *testing.T) {
+	s, ms := failing(3)
+	h, a, b, c := ms[0].h, ms[0], ms[1], ms[2]
+	h.gaps, h.nextProbe = 1, at(1000) // few fresh requests; the probe before paced the next far out
+	asleepInLine(t, h, a, at(3))
+	s.failed("h", b, failure{at: at(4), sent: at(4), floor: 100 * time.Millisecond})
+	s.failed("h", c, failure{at: at(6), sent: at(6)}) // the host's latest failure names no wait
+	s.answered("h", "", nil, false, at(40))
+	nudged(a)
+	if send, wake := h.poll(a, at(104), false, false); send || !wake.Equal(at(1000)) {
+		t.Fatalf("at the moment, the host answering: send %v, wake at %v; want asleep until 1 s", send, wake.Sub(t0))
+	}
+	s.failed("h", c, failure{at: at(150), sent: at(60)})
+	if !h.momentCame(at(150), h.pendingMoment()) {
+		t.Fatalf("the moment named (%v) does not make the probe due at 150 ms", h.pendingMoment().Sub(t0))
+	}
+	if !nudged(a) {
+		t.Error("a failure that made the line's probe due did not wake the first in line")
+	}
+	if send, _ := h.poll(a, at(150), false, false); !send {
+		t.Error("woken, the first in line did not go as the line's probe")
+	}
+}
