@@ -154,24 +154,8 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	h := m.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.wakeAfterFailure(f)() // once the failure is recorded
 	sent := h.noteAttempt(m, f)
-	// A shorter Retry-After, or none: a retry kept from going between its
-	// steps by the longer may now go. The second failure in a row on a
-	// path: the retries of the others may now probe (see
-	// besideFailingPath), fresh requests coming or not. A heeded one that
-	// names a moment before those the others were told: the line may probe
-	// then (see momentCame), and the first in line sleeps to a later time
-	// (TestAnEarlierMomentNamedWakesTheLinesProbe). The first failure
-	// after an answer: a moment named that came while the host answered
-	// makes the probe due now (TestAMomentComeWhileTheHostAnsweredWakesTheProbe).
-	sooner := false
-	if f.floor > 0 && !f.overCap {
-		pending := h.pendingMoment()
-		sooner = pending.IsZero() || f.at.Add(f.floor).Before(pending)
-	}
-	if f.floor < h.says.v || h.failing.run == 2 || sooner || h.run == 0 {
-		defer func() { h.firstWaiting(f.at).nudge() }() // once the failure is recorded
-	}
 	h.noteTold(m, f, sent)
 	if h.run == 0 && !h.backAt.IsZero() { // the first failure after an answer: an outage begins (counted only until one is proven)
 		h.outageStart, h.firstNamed = f.at, time.Time{}
@@ -196,6 +180,36 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 	if h.releasedSinceHalved { // halved once per release, as TCP once per round trip (rule 4)
 		h.share, h.releasedSinceHalved = max(h.share/2, shareStep*s.share), false
 		h.credit = min(h.credit, h.share)
+	}
+}
+
+// wakeAfterFailure reads, before the failure f is recorded, what f may
+// change that a held retry sleeps on, and returns what to do once it is.
+// A shorter Retry-After, or none: a retry kept from going between its
+// steps by the longer may now go, by a release kept
+// (TestAShorterRetryAfterUsesAReleaseKept) or as the line's probe. The
+// second failure in a row on a path: the retries of the others may now
+// probe (see besideFailingPath), fresh requests coming or not. While the
+// line probes at moments named (see momentCame): the first failure after
+// an answer, at which a moment that came while the host answered is due
+// (TestAMomentComeWhileTheHostAnsweredWakesTheProbe), and any failure
+// that changes the moment pending, as one that names an earlier moment
+// does (TestAnEarlierMomentNamedWakesTheLinesProbe) or one sent after
+// the earliest (TestAFailureAfterTheEarliestMomentWakesTheProbeForTheNext).
+// h.mu is held.
+func (h *host) wakeAfterFailure(f failure) func() {
+	shorter, few, afterAnswer := f.floor < h.says.v, h.gaps < flowGaps, h.run == 0
+	var pending time.Time
+	if few {
+		pending = h.pendingMoment()
+	}
+	return func() {
+		if shorter {
+			h.release(f.at)
+		}
+		if shorter || h.failing.run == 2 || few && (afterAnswer || !h.pendingMoment().Equal(pending)) {
+			h.firstWaiting(f.at).nudge()
+		}
 	}
 }
 
@@ -403,7 +417,7 @@ func (h *host) noteFresh(now time.Time) {
 		// A pause counts in the deviation (up to flowGaps gaps), so that a
 		// flow that pauses, or comes at random, is not taken for a ticker.
 		h.gapDev += (min((raw-old).Abs(), flowGaps*old) - h.gapDev) / time.Duration(h.gaps)
-		if h.gap < old { // the probe, paced by the gap, may be due sooner
+		if h.gap < old || paused { // the probe, paced by the gap, may be due sooner; or, the flow back, one beside a failing path is first (see firstWaiting)
 			h.firstWaiting(now).nudge()
 		}
 	}
@@ -509,6 +523,9 @@ func (s *hostSet) leave(m *member) {
 		s.active.Add(-1)
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
+	}
+	if m.heeded > 0 && h.gaps < flowGaps { // its moment named may have hidden a later one, come already (see momentCame)
+		h.firstWaiting(time.Now()).nudge()
 	}
 	h.heard(m, time.Now(), false)
 }

@@ -317,6 +317,17 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 	return (end.Before(m.nextAt) || !m.last && (m.nextAt.IsZero() || learns)) && (m.limit.IsZero() || end.Before(m.limit))
 }
 
+// lastBetween returns when m's retry, waiting at now, would no longer be
+// back before its next step, so that it may no longer go between steps
+// (see mayGoBetween); zero when it waits for no step or that time has
+// come (a step put off goes before it whenever it may). h.mu is held.
+func (m *member) lastBetween(now time.Time) time.Time {
+	if end := m.nextAt.Add(-m.took.avg - m.drains.avg); !m.nextAt.IsZero() && end.After(now) {
+		return end
+	}
+	return time.Time{}
+}
+
 // poll decides whether the held m goes at now: released by the line's
 // credit; at a step of its own backoff (atStep) when the host may be back
 // or the news it has is stale (rule 5), or at its last step (last: one
@@ -363,8 +374,8 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 	case m != h.firstWaiting(now): // the oldest may have become first since it was nudged
 		h.firstWaiting(now).nudge()
 		return false, time.Time{}
-	case now.Before(next) && !atMoment:
-		return false, earlierOf(next, pending)
+	case now.Before(next) && !atMoment: // or until it may no longer go, to hand the probe on (see firstWaiting)
+		return false, earlierOf(earlierOf(next, pending), m.lastBetween(now))
 	}
 	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
 	return true, time.Time{}

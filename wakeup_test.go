@@ -21,9 +21,10 @@ func nudged(m *member) bool {
 	}
 }
 
-// TestProbeGoesToTheNextWhenTheFirstCannot: A, first in line, sleeps
+// TestProbeGoesToTheNextWhenTheFirstCannot: A, first in line, would sleep
 // until the probe's time; by then its attempt would not be back before its
-// next step, so B is first. A, woken, must hand the probe on.
+// next step, so B is first. A wakes when it may no longer go and must
+// hand the probe on.
 func TestProbeGoesToTheNextWhenTheFirstCannot(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := &host{name: "x", share: 0.25, releasedSinceHalved: true, outageStart: t0, downSeen: t0, nextProbe: t0.Add(60 * time.Millisecond)}
@@ -33,22 +34,25 @@ func TestProbeGoesToTheNextWhenTheFirstCannot(t *testing.T) {
 	a.took = attemptTime{avg: 50 * time.Millisecond, timed: true} // A may go between steps until t0+50ms
 	h.enqueue(a, place{nextAt: t0.Add(100 * time.Millisecond), spare: true})
 	h.enqueue(b, place{nextAt: t0.Add(time.Second), spare: true})
-	if send, wake := h.poll(a, t0, false, false); send || !wake.Equal(t0.Add(60*time.Millisecond)) {
-		t.Fatalf("A at t0: send %v, wake %v; want a wait for the probe's time", send, wake)
+	if send, wake := h.poll(a, t0, false, false); send || !wake.Equal(t0.Add(50*time.Millisecond)) {
+		t.Fatalf("A at t0: send %v, wake %v; want a wait until it may no longer go, 50 ms", send, wake)
 	}
 	if send, wake := h.poll(b, t0, false, false); send || !wake.IsZero() {
 		t.Fatalf("B at t0: send %v, wake %v; want to sleep to its step", send, wake)
 	}
 	nudged(b)
-	at := t0.Add(60 * time.Millisecond)
-	if send, _ := h.poll(a, at, false, false); send {
+	handOver := t0.Add(50 * time.Millisecond)
+	if send, _ := h.poll(a, handOver, false, false); send {
 		t.Fatal("A went as the probe though its attempt would not be back before its step")
 	}
 	if !nudged(b) {
 		t.Fatal("B, now first in line, was not woken")
 	}
-	if send, _ := h.poll(b, at, false, false); !send {
-		t.Error("B, woken, did not go as the line's probe")
+	if send, wake := h.poll(b, handOver, false, false); send || !wake.Equal(t0.Add(60*time.Millisecond)) {
+		t.Fatalf("B at 50 ms: send %v, wake %v; want a wait for the probe's time, 60 ms", send, wake)
+	}
+	if send, _ := h.poll(b, t0.Add(60*time.Millisecond), false, false); !send {
+		t.Error("B did not go as the line's probe at its time")
 	}
 }
 
@@ -266,5 +270,248 @@ func TestAMomentComeWhileTheHostAnsweredWakesTheProbe(t *testing.T) {
 	}
 	if send, _ := h.poll(a, at(150), false, false); !send {
 		t.Error("woken, the first in line did not go as the line's probe")
+	}
+}
+
+// lineProbedAtTheEarliestMoment: A and E held in line, A first; B told
+// a Retry-After naming 106 ms, D one naming 307 ms, C's failure (the
+// host's latest) naming none; few fresh requests; the line's probes
+// before failed, so the next is paced far out. A goes as the line's probe at 106 ms (the
+// moment B was told) and its request is canceled (leave): E, now first,
+// is woken and sleeps until the probe's pace, 1,006 ms, as the moment
+// that pendingMoment reports (106 ms) was probed already.
+func lineProbedAtTheEarliestMoment(t *testing.T) (s *hostSet, h *host, b, e *member) {
+	t.Helper()
+	s, ms := failing(5)
+	h, a, b, c, d, e := ms[0].h, ms[0], ms[1], ms[2], ms[3], ms[4]
+	h.gaps, h.nextProbe = 1, at(1000)
+	h.missed, h.pace = 3, 900*time.Millisecond // the line's probes before failed, pacing the next far out
+	asleepInLine(t, h, a, at(5))
+	asleepInLine(t, h, e, at(5))
+	s.failed("h", b, failure{at: at(6), sent: at(6), floor: 100 * time.Millisecond})
+	s.failed("h", d, failure{at: at(7), sent: at(7), floor: 300 * time.Millisecond})
+	s.failed("h", c, failure{at: at(8), sent: at(8)})
+	nudged(a)
+	nudged(e)
+	if send, _ := h.poll(a, at(106), false, false); !send {
+		t.Fatal("A did not go as the line's probe at the moment B was told")
+	}
+	s.leave(a) // the probe's request is canceled
+	if !nudged(e) {
+		t.Fatal("E, first once the probe ended, was not woken")
+	}
+	send, wake := h.poll(e, at(110), false, false)
+	if send || !wake.Equal(at(1006)) {
+		t.Fatalf("E at 110 ms: send %v, wake at %v; want asleep until 1,006 ms", send, wake.Sub(t0))
+	}
+	if h.momentCame(at(310), h.pendingMoment()) {
+		t.Fatal("setup: the probe is due at 310 ms already")
+	}
+	return s, h, b, e
+}
+
+// TestLeavingWithTheEarliestMomentWakesTheProbeForTheNext: B's request
+// ends (canceled) at 310 ms: the earliest moment pending is now D's, 307
+// ms, after the line's latest probe, and come: the probe is due, and E
+// sleeps until 1,006 ms unless woken.
+func TestLeavingWithTheEarliestMomentWakesTheProbeForTheNext(t *testing.T) {
+	s, h, b, e := lineProbedAtTheEarliestMoment(t)
+	s.leave(b)
+	if !h.momentCame(at(310), h.pendingMoment()) {
+		t.Fatalf("the moment pending (%v) does not make the probe due at 310 ms", h.pendingMoment().Sub(t0))
+	}
+	if !nudged(e) {
+		t.Error("B's leaving made the line's probe due (D's moment, come) but did not wake E, the first in line")
+	}
+	if send, _ := h.poll(e, at(310), false, false); !send {
+		t.Error("E did not go as the line's probe at 310 ms")
+	}
+}
+
+// TestAFailureAfterTheEarliestMomentWakesTheProbeForTheNext: B's own
+// retry, sent at 150 ms (after its Retry-After), fails at 200 ms with no
+// Retry-After: the host's latest failed attempt went after B's moment,
+// which is no longer pending; D's, 307 ms, is, and the line probes then.
+// E sleeps until 1,006 ms unless woken to look again.
+func TestAFailureAfterTheEarliestMomentWakesTheProbeForTheNext(t *testing.T) {
+	s, h, b, e := lineProbedAtTheEarliestMoment(t)
+	s.failed("h", b, failure{at: at(200), sent: at(150)})
+	if p := h.pendingMoment(); !p.Equal(at(307)) || !h.momentCame(at(307), p) {
+		t.Fatalf("pending %v, come at 307 ms %v; want D's moment, due then", p.Sub(t0), h.momentCame(at(307), p))
+	}
+	if !nudged(e) {
+		t.Error("B's failure put the line's probe at D's moment, 307 ms, but E, the first in line, sleeps until 1,006 ms")
+	}
+	if send, wake := h.poll(e, at(200), false, false); send || !wake.Equal(at(307)) {
+		t.Errorf("woken at 200 ms: send %v, wake at %v; want asleep until 307 ms", send, wake.Sub(t0))
+	}
+}
+
+// TestAnAnsweredProbeThenALaterMomentWakesTheProbe: as above, but no
+// pace set by hand and no request canceled: fresh requests 500 ms apart,
+// too few to count on (gaps 1). A probes at B's moment (106 ms) and is
+// answered at 120 ms; C's attempt sent at 100 ms fails at 130 ms (the
+// first failure after the answer: E is woken, and sleeps until the flow
+// ends, 504 ms); B's own retry sent at 150 ms fails at 200 ms, no
+// Retry-After: D's moment, 307 ms, is now the one pending, after the
+// probe, and the line probes then, E asleep until 504 ms unless woken.
+func TestAnAnsweredProbeThenALaterMomentWakesTheProbe(t *testing.T) {
+	s, ms := failing(5)
+	h, a, b, c, d, e := ms[0].h, ms[0], ms[1], ms[2], ms[3], ms[4]
+	h.gaps, h.gap, h.gapDev = 1, 500*time.Millisecond, 0
+	asleepInLine(t, h, a, at(5))
+	asleepInLine(t, h, e, at(5))
+	s.failed("h", b, failure{at: at(6), sent: at(6), floor: 100 * time.Millisecond})
+	s.failed("h", d, failure{at: at(7), sent: at(7), floor: 300 * time.Millisecond})
+	s.failed("h", c, failure{at: at(8), sent: at(8)})
+	nudged(a)
+	nudged(e)
+	if send, _ := h.poll(a, at(106), false, false); !send {
+		t.Fatal("A did not go as the line's probe at the moment B was told")
+	}
+	h.answered(at(120), "", a, false, DefaultReleaseShare, at(106))
+	nudged(e)
+	s.failed("h", c, failure{at: at(130), sent: at(100)})
+	if !nudged(e) {
+		t.Fatal("the first failure after the answer did not wake E")
+	}
+	if send, wake := h.poll(e, at(130), false, false); send || !wake.Equal(at(504)) {
+		t.Fatalf("E at 130 ms: send %v, wake at %v; want asleep until the flow ends, 504 ms", send, wake.Sub(t0))
+	}
+	s.failed("h", b, failure{at: at(200), sent: at(150)})
+	if p := h.pendingMoment(); !p.Equal(at(307)) || !h.momentCame(at(307), p) {
+		t.Fatalf("pending %v, come at 307 ms %v; want D's moment, due then", p.Sub(t0), h.momentCame(at(307), p))
+	}
+	if !nudged(e) {
+		t.Error("B's failure put the line's probe at D's moment, 307 ms, but E, the first in line, sleeps until 504 ms")
+	}
+	if send, _ := h.poll(e, at(307), false, false); !send {
+		t.Error("at 307 ms E did not go as the line's probe")
+	}
+}
+
+// TestAFlowThatRestartsWakesTheProbeBesideAFailingPath:
+// B's latest failure is on /b, the host's latest failures on another path
+// (B is beside a failing path). Fresh requests, 50 ms apart, stopped: A,
+// first in line, sleeps until its probe's time (118 ms), and B, not
+// first, until its step. A fresh request fails at 80 ms: fresh requests
+// flow again, so that B, beside the failing path, is first in line, and
+// its probe (paced from when the path's failures began, 52 ms) is due.
+// B must be woken (A's poll at 118 ms, fresh requests flowing, does not
+// hand the probe on).
+func TestAFlowThatRestartsWakesTheProbeBesideAFailingPath(t *testing.T) {
+	s, ms := failing(2)
+	h, a, b := ms[0].h, ms[0], ms[1]
+	s.failed("h", b, failure{at: at(2), sent: at(2), path: "/b"})
+	s.failed("h", newMember(), failure{at: at(3), sent: at(3)})
+	x := newMember()
+	s.failed("h", x, failure{at: at(4), sent: at(4)})
+	h.gap, h.gapDev = 50*time.Millisecond, 0 // fresh requests 50 ms apart, steadily: the flow ends at 63.5 ms
+	if h.flowing(at(64)) || !h.besideFailingPath(b) || h.besideFailingPath(a) {
+		t.Fatalf("setup: flowing at 64 ms %v, B beside %v, A beside %v", h.flowing(at(64)), h.besideFailingPath(b), h.besideFailingPath(a))
+	}
+	s.failed("h", x, failure{at: at(68), sent: at(68)})
+	if wake := asleepInLine(t, h, a, at(70)); !wake.Equal(at(118)) {
+		t.Fatalf("A at 70 ms: wake at %v; want its probe's time, 118 ms", wake.Sub(t0))
+	}
+	if wake := asleepInLine(t, h, b, at(70)); !wake.IsZero() {
+		t.Fatalf("B at 70 ms: wake at %v; want asleep until its step", wake.Sub(t0))
+	}
+	nudged(a)
+	s.failed("h", newMember(), failure{first: true, at: at(80), sent: at(80)})
+	f := h.firstWaiting(at(80))
+	if f != b || !(h.flowing(at(80)) && h.besideFailingPath(b) && !at(80).Before(h.probeAt(b))) {
+		t.Fatalf("at 80 ms: first is B %v, flowing %v, probe at %v; want B first and its probe due", f == b, h.flowing(at(80)), h.probeAt(b).Sub(t0))
+	}
+	if !nudged(b) {
+		t.Error("the fresh request made B first in line with its probe due, but B was not woken")
+	}
+	if send, _ := h.poll(b, at(80), false, false); !send {
+		t.Error("B did not go as the line's probe")
+	}
+}
+
+// TestAShorterRetryAfterUsesAReleaseKept:
+// A, held before, waits its own backoff in line (ownWait) until 2 s, told
+// a Retry-After of 1 s at 10 ms. The host answers (20-27 ms) before that
+// ends: the releases earned are kept (one), as nobody may go. The host
+// then fails 16 attempts in a row, each told 1 s: down again. At 1,010 ms
+// A looks (its Retry-After over) but may not go: told 1 s again, it would
+// end past its step. At 1,100 ms B's attempt fails saying no Retry-After:
+// the host no longer says one, A may go between its steps, and the
+// release kept must let it go then (a nudge of the first waiting alone
+// reached no one: A waits its own backoff), or A sleeps until its step
+// at 2 s.
+func TestAShorterRetryAfterUsesAReleaseKept(t *testing.T) {
+	s, ms := failing(2)
+	h, a, b := ms[0].h, ms[0], ms[1]
+	s.failed("h", a, failure{at: at(10), sent: at(10), floor: time.Second})
+	h.enqueue(a, place{nextAt: at(2000), spare: true, ownWait: true, notBefore: at(1010)})
+	for i := range 8 {
+		h.answered(at(20+i), "", nil, false, DefaultReleaseShare, time.Time{})
+	}
+	if h.credit < 1 {
+		t.Fatalf("setup: credit %.2f after the answers", h.credit)
+	}
+	for i := range downAfter {
+		s.failed("h", b, failure{at: at(30 + i), sent: at(30 + i), floor: time.Second})
+	}
+	if !h.down() || h.credit < 1 {
+		t.Fatalf("setup: down %v, credit %.2f", h.down(), h.credit)
+	}
+	nudged(a)
+	if send, wake := h.poll(a, at(1010), false, false); send || !wake.IsZero() {
+		t.Fatalf("A at 1,010 ms: send %v, wake at %v; want asleep until its step", send, wake.Sub(t0))
+	}
+	s.failed("h", b, failure{at: at(1100), sent: at(1090)})
+	if !a.released || !nudged(a) {
+		t.Error("a release kept for A may now let it go, but A sleeps until its step, 2 s")
+	}
+	if send, _ := h.poll(a, at(1100), false, false); !send {
+		t.Error("at 1,100 ms A, polled, was not released")
+	}
+}
+
+// TestTheFirstInLineHandsTheProbeOnWhenItMayNoLongerGo: fresh requests
+// have stopped. A (its attempts take 50 ms, its step at 200 ms) is first
+// in line and sleeps until its probe's time, 170 ms (the host's latest
+// failure went at 120 ms). B, behind it, is beside a failing path: its
+// probe is paced from 61 ms, and would be due at once were it first. At
+// 150 ms A's attempt would no longer be back before its step, so B is
+// first, its probe due: A must wake then to hand it on, not at 170 ms.
+func TestTheFirstInLineHandsTheProbeOnWhenItMayNoLongerGo(t *testing.T) {
+	s, ms := failing(2)
+	h, a, b := ms[0].h, ms[0], ms[1]
+	s.failed("h", a, failure{at: at(60), sent: at(-40)}) // its attempts take 0 and 100 ms: 50 ms on average
+	s.failed("h", b, failure{at: at(61), sent: at(61), path: "/b"})
+	x := newMember()
+	s.failed("h", x, failure{at: at(62), sent: at(62)})
+	s.failed("h", x, failure{at: at(63), sent: at(63)})
+	h.gap, h.gapDev = 50*time.Millisecond, 0 // fresh requests 50 ms apart: they stopped at 63.5 ms
+	s.failed("h", x, failure{at: at(120), sent: at(120)})
+	if !h.ask(a, false, at(125)) || !h.ask(b, false, at(125)) {
+		t.Fatal("setup: not held")
+	}
+	h.enqueue(a, place{nextAt: at(200), spare: true})
+	h.enqueue(b, place{nextAt: far, spare: true})
+	send, wakeA := h.poll(a, at(125), false, false)
+	if send || !wakeA.Equal(at(150)) {
+		t.Fatalf("A at 125 ms: send %v, wake at %v; want 150 ms, when it may no longer go, before its probe's time, 170 ms", send, wakeA.Sub(t0))
+	}
+	if send, wake := h.poll(b, at(125), false, false); send || !wake.IsZero() {
+		t.Fatalf("B at 125 ms: send %v, wake at %v; want asleep until its step", send, wake.Sub(t0))
+	}
+	nudged(a)
+	nudged(b)
+	now := at(150)
+	f := h.firstWaiting(now)
+	if f != b || h.flowing(now) || now.Before(h.probeAt(b)) {
+		t.Fatalf("at 150 ms: first is B %v, flowing %v, B's probe at %v; want B first, its probe due", f == b, h.flowing(now), h.probeAt(b).Sub(t0))
+	}
+	if send, _ := h.poll(a, now, false, false); send || !nudged(b) {
+		t.Errorf("A at 150 ms: send %v; want B, first in line now and its probe due, woken", send)
+	}
+	if send, _ := h.poll(b, now, false, false); !send {
+		t.Error("at 150 ms B did not go as the line's probe")
 	}
 }
