@@ -194,12 +194,7 @@ func TestFailuresOnAnotherPathWakeTheLinesProbe(t *testing.T) {
 	if !h.besideFailingPath(a) || at(5).Before(h.probeAt(a)) {
 		t.Fatalf("beside the failing path %v, probe at %v: want a probe due at 5 ms", h.besideFailingPath(a), h.probeAt(a).Sub(t0))
 	}
-	if !nudged(a) {
-		t.Error("a retry whose probe is due beside a failing path was not woken")
-	}
-	if send, _ := h.poll(a, at(5), false, false); !send {
-		t.Error("woken, the retry beside a failing path did not go as the line's probe")
-	}
+	wokenAndGoes(t, h, a, at(5), "a retry whose probe is due beside a failing path was not woken")
 }
 
 // TestAnEarlierMomentNamedWakesTheLinesProbe: a retry first in line, few
@@ -223,6 +218,17 @@ func TestAnEarlierMomentNamedWakesTheLinesProbe(t *testing.T) {
 	}
 	if send, wake := h.poll(a, at(5), false, false); send || !wake.Equal(at(104)) {
 		t.Errorf("woken: send %v, wake at %v; want asleep until the moment named, 104 ms", send, wake.Sub(t0))
+	}
+}
+
+// wokenAndGoes fails the test, saying what (the event that should have
+// woken m), unless m was nudged and, polled at now, goes.
+func wokenAndGoes(t *testing.T, h *host, m *member, now time.Time, what string) {
+	t.Helper()
+	if !nudged(m) {
+		t.Error(what)
+	} else if send, _ := h.poll(m, now, false, false); !send {
+		t.Errorf("woken (%s), it did not go", what)
 	}
 }
 
@@ -265,27 +271,18 @@ func TestAMomentComeWhileTheHostAnsweredWakesTheProbe(t *testing.T) {
 	if !h.momentCame(at(150), h.pendingMoment()) {
 		t.Fatalf("the moment named (%v) does not make the probe due at 150 ms", h.pendingMoment().Sub(t0))
 	}
-	if !nudged(a) {
-		t.Error("a failure that made the line's probe due did not wake the first in line")
-	}
-	if send, _ := h.poll(a, at(150), false, false); !send {
-		t.Error("woken, the first in line did not go as the line's probe")
-	}
+	wokenAndGoes(t, h, a, at(150), "a failure that made the line's probe due did not wake the first in line")
 }
 
-// lineProbedAtTheEarliestMoment: A and E held in line, A first; B told
-// a Retry-After naming 106 ms, D one naming 307 ms, C's failure (the
-// host's latest) naming none; few fresh requests; the line's probes
-// before failed, so the next is paced far out. A goes as the line's probe at 106 ms (the
-// moment B was told) and its request is canceled (leave): E, now first,
-// is woken and sleeps until the probe's pace, 1,006 ms, as the moment
-// that pendingMoment reports (106 ms) was probed already.
-func lineProbedAtTheEarliestMoment(t *testing.T) (s *hostSet, h *host, b, e *member) {
+// probedAtTheEarliestMoment holds A and E (members 0 and 4) in line, on
+// a host prepared by prepare; B (1) is told a Retry-After naming 106 ms,
+// D (3) one naming 307 ms, and C's failure (2), the host's latest, names
+// none; A, first in line, goes as the line's probe at 106 ms.
+func probedAtTheEarliestMoment(t *testing.T, prepare func(*host)) (*hostSet, []*member) {
 	t.Helper()
 	s, ms := failing(5)
 	h, a, b, c, d, e := ms[0].h, ms[0], ms[1], ms[2], ms[3], ms[4]
-	h.gaps, h.nextProbe = 1, at(1000)
-	h.missed, h.pace = 3, 900*time.Millisecond // the line's probes before failed, pacing the next far out
+	prepare(h)
 	asleepInLine(t, h, a, at(5))
 	asleepInLine(t, h, e, at(5))
 	s.failed("h", b, failure{at: at(6), sent: at(6), floor: 100 * time.Millisecond})
@@ -296,7 +293,22 @@ func lineProbedAtTheEarliestMoment(t *testing.T) (s *hostSet, h *host, b, e *mem
 	if send, _ := h.poll(a, at(106), false, false); !send {
 		t.Fatal("A did not go as the line's probe at the moment B was told")
 	}
-	s.leave(a) // the probe's request is canceled
+	return s, ms
+}
+
+// lineProbedAtTheEarliestMoment: as probedAtTheEarliestMoment, with few
+// fresh requests and the line's probes before failed, so that the next
+// is paced far out; A's request is then canceled (leave): E, now first,
+// is woken and sleeps until the probe's pace, 1,006 ms, as the moment
+// that pendingMoment reports (106 ms) was probed already.
+func lineProbedAtTheEarliestMoment(t *testing.T) (s *hostSet, h *host, b, e *member) {
+	t.Helper()
+	s, ms := probedAtTheEarliestMoment(t, func(h *host) {
+		h.gaps, h.nextProbe = 1, at(1000)
+		h.missed, h.pace = 3, 900*time.Millisecond // the line's probes before failed, pacing the next far out
+	})
+	h, b, e = ms[0].h, ms[1], ms[4]
+	s.leave(ms[0]) // the probe's request is canceled
 	if !nudged(e) {
 		t.Fatal("E, first once the probe ended, was not woken")
 	}
@@ -320,12 +332,7 @@ func TestLeavingWithTheEarliestMomentWakesTheProbeForTheNext(t *testing.T) {
 	if !h.momentCame(at(310), h.pendingMoment()) {
 		t.Fatalf("the moment pending (%v) does not make the probe due at 310 ms", h.pendingMoment().Sub(t0))
 	}
-	if !nudged(e) {
-		t.Error("B's leaving made the line's probe due (D's moment, come) but did not wake E, the first in line")
-	}
-	if send, _ := h.poll(e, at(310), false, false); !send {
-		t.Error("E did not go as the line's probe at 310 ms")
-	}
+	wokenAndGoes(t, h, e, at(310), "B's leaving made the line's probe due (D's moment, come) but did not wake E, the first in line")
 }
 
 // TestAFailureAfterTheEarliestMomentWakesTheProbeForTheNext: B's own
@@ -356,19 +363,8 @@ func TestAFailureAfterTheEarliestMomentWakesTheProbeForTheNext(t *testing.T) {
 // Retry-After: D's moment, 307 ms, is now the one pending, after the
 // probe, and the line probes then, E asleep until 504 ms unless woken.
 func TestAnAnsweredProbeThenALaterMomentWakesTheProbe(t *testing.T) {
-	s, ms := failing(5)
-	h, a, b, c, d, e := ms[0].h, ms[0], ms[1], ms[2], ms[3], ms[4]
-	h.gaps, h.gap, h.gapDev = 1, 500*time.Millisecond, 0
-	asleepInLine(t, h, a, at(5))
-	asleepInLine(t, h, e, at(5))
-	s.failed("h", b, failure{at: at(6), sent: at(6), floor: 100 * time.Millisecond})
-	s.failed("h", d, failure{at: at(7), sent: at(7), floor: 300 * time.Millisecond})
-	s.failed("h", c, failure{at: at(8), sent: at(8)})
-	nudged(a)
-	nudged(e)
-	if send, _ := h.poll(a, at(106), false, false); !send {
-		t.Fatal("A did not go as the line's probe at the moment B was told")
-	}
+	s, ms := probedAtTheEarliestMoment(t, func(h *host) { h.gaps, h.gap, h.gapDev = 1, 500*time.Millisecond, 0 })
+	h, a, b, c, e := ms[0].h, ms[0], ms[1], ms[2], ms[4]
 	h.answered(at(120), "", a, false, DefaultReleaseShare, at(106))
 	nudged(e)
 	s.failed("h", c, failure{at: at(130), sent: at(100)})
@@ -382,12 +378,7 @@ func TestAnAnsweredProbeThenALaterMomentWakesTheProbe(t *testing.T) {
 	if p := h.pendingMoment(); !p.Equal(at(307)) || !h.momentCame(at(307), p) {
 		t.Fatalf("pending %v, come at 307 ms %v; want D's moment, due then", p.Sub(t0), h.momentCame(at(307), p))
 	}
-	if !nudged(e) {
-		t.Error("B's failure put the line's probe at D's moment, 307 ms, but E, the first in line, sleeps until 504 ms")
-	}
-	if send, _ := h.poll(e, at(307), false, false); !send {
-		t.Error("at 307 ms E did not go as the line's probe")
-	}
+	wokenAndGoes(t, h, e, at(307), "B's failure put the line's probe at D's moment, 307 ms, but E, the first in line, sleeps until 504 ms")
 }
 
 // TestAFlowThatRestartsWakesTheProbeBesideAFailingPath:
@@ -423,12 +414,7 @@ func TestAFlowThatRestartsWakesTheProbeBesideAFailingPath(t *testing.T) {
 	if f != b || !(h.flowing(at(80)) && h.besideFailingPath(b) && !at(80).Before(h.probeAt(b))) {
 		t.Fatalf("at 80 ms: first is B %v, flowing %v, probe at %v; want B first and its probe due", f == b, h.flowing(at(80)), h.probeAt(b).Sub(t0))
 	}
-	if !nudged(b) {
-		t.Error("the fresh request made B first in line with its probe due, but B was not woken")
-	}
-	if send, _ := h.poll(b, at(80), false, false); !send {
-		t.Error("B did not go as the line's probe")
-	}
+	wokenAndGoes(t, h, b, at(80), "the fresh request made B first in line with its probe due, but B was not woken")
 }
 
 // TestAShorterRetryAfterUsesAReleaseKept:
