@@ -319,8 +319,9 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 
 // lastBetween returns when m's retry, waiting at now, would no longer be
 // back before its next step, so that it may no longer go between steps
-// (see mayGoBetween); zero when it waits for no step or that time has
-// come (a step put off goes before it whenever it may). h.mu is held.
+// (see mayGoBetween); zero when it waits for no step, or when that time
+// has come (it may still go, as a step put off, see place.owed). h.mu is
+// held.
 func (m *member) lastBetween(now time.Time) time.Time {
 	if end := m.nextAt.Add(-m.took.avg - m.drains.avg); !m.nextAt.IsZero() && end.After(now) {
 		return end
