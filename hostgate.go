@@ -187,7 +187,10 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 // change that a held retry sleeps on, and returns what to do once it is.
 // A shorter Retry-After, or none: a retry kept from going between its
 // steps by the longer may now go, by a release kept
-// (TestAShorterRetryAfterUsesAReleaseKept) or as the line's probe. The
+// (TestAShorterRetryAfterUsesAReleaseKept) or as the line's probe. A
+// longer one, or the host now down: the first in line may no longer go,
+// and the next, beside a failing path, may be due to probe
+// (TestALongerRetryAfterHandsTheProbeOn). The
 // second failure in a row on a path: the retries of the others may now
 // probe (see besideFailingPath), fresh requests coming or not. While the
 // line probes at moments named (see momentCame): the first failure after
@@ -198,7 +201,8 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 // the earliest (TestAFailureAfterTheEarliestMomentWakesTheProbeForTheNext).
 // h.mu is held.
 func (h *host) wakeAfterFailure(f failure) func() {
-	shorter, few, afterAnswer := f.floor < h.says.v, h.gaps < flowGaps, h.run == 0
+	shorter, longer, wasDown := f.floor < h.says.v, f.floor > h.says.v, h.down()
+	few, afterAnswer := h.gaps < flowGaps, h.run == 0
 	var pending time.Time
 	if few {
 		pending = h.pendingMoment()
@@ -207,7 +211,7 @@ func (h *host) wakeAfterFailure(f failure) func() {
 		if shorter {
 			h.release(f.at)
 		}
-		if shorter || h.failing.run == 2 || few && (afterAnswer || !h.pendingMoment().Equal(pending)) {
+		if shorter || longer || h.down() != wasDown || h.failing.run == 2 || few && (afterAnswer || !h.pendingMoment().Equal(pending)) {
 			h.firstWaiting(f.at).nudge()
 		}
 	}
@@ -417,9 +421,11 @@ func (h *host) noteFresh(now time.Time) {
 		// A pause counts in the deviation (up to flowGaps gaps), so that a
 		// flow that pauses, or comes at random, is not taken for a ticker.
 		h.gapDev += (min((raw-old).Abs(), flowGaps*old) - h.gapDev) / time.Duration(h.gaps)
-		if h.gap < old || paused { // the probe, paced by the gap, may be due sooner; or, the flow back, one beside a failing path is first (see firstWaiting)
-			h.firstWaiting(now).nudge()
-		}
+		defer func() {
+			if h.gap < old || paused { // the probe, paced by the gap, may be due sooner; or, the flow back, one beside a failing path is first (see firstWaiting)
+				h.firstWaiting(now).nudge()
+			}
+		}()
 	}
 	h.lastFresh = now
 }

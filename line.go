@@ -317,16 +317,31 @@ func (h *host) mayGoBetween(m *member, now time.Time) bool {
 	return (end.Before(m.nextAt) || !m.last && (m.nextAt.IsZero() || learns)) && (m.limit.IsZero() || end.Before(m.limit))
 }
 
-// lastBetween returns when m's retry, waiting at now, would no longer be
-// back before its next step, so that it may no longer go between steps
-// (see mayGoBetween); zero when it waits for no step, or when that time
-// has come (it may still go, as a step put off, see place.owed). h.mu is
+// lastBetween returns the first time after now at which the waiting m
+// may no longer go between its steps (see mayGoBetween): its retry would
+// no longer be back before its next step, or, told a Retry-After while
+// the host, down, says one, told it again it would end past its next
+// step or its limit; zero when none comes (an owed step may still go:
+// see place.owed). Woken then, it hands the line's probe on. h.mu is
 // held.
-func (m *member) lastBetween(now time.Time) time.Time {
-	if end := m.nextAt.Add(-m.took.avg - m.drains.avg); !m.nextAt.IsZero() && end.After(now) {
-		return end
+func (h *host) lastBetween(m *member, now time.Time) (first time.Time) {
+	back, told := m.took.avg+m.drains.avg, time.Duration(0)
+	if m.told.floor > 0 && h.says.v > 0 && h.down() {
+		told = spreadUp(m.told.floor, 1)
 	}
-	return time.Time{}
+	ends := [...]time.Time{m.nextAt.Add(-back), m.nextAt.Add(-back - told), m.limit.Add(-back - told)}
+	if m.nextAt.IsZero() {
+		ends[0], ends[1] = time.Time{}, time.Time{}
+	}
+	if m.limit.IsZero() || told == 0 {
+		ends[2] = time.Time{}
+	}
+	for _, end := range ends {
+		if end.After(now) {
+			first = earlierOf(first, end)
+		}
+	}
+	return first
 }
 
 // poll decides whether the held m goes at now: released by the line's
@@ -376,7 +391,7 @@ func (h *host) poll(m *member, now time.Time, atStep, last bool) (send bool, wak
 		h.firstWaiting(now).nudge()
 		return false, time.Time{}
 	case now.Before(next) && !atMoment: // or until it may no longer go, to hand the probe on (see firstWaiting)
-		return false, earlierOf(earlierOf(next, pending), m.lastBetween(now))
+		return false, earlierOf(earlierOf(next, pending), h.lastBetween(m, now))
 	}
 	m.waiting, m.fromLine, h.probing, h.probedAt = false, true, m, now
 	return true, time.Time{}

@@ -501,3 +501,116 @@ func TestTheFirstInLineHandsTheProbeOnWhenItMayNoLongerGo(t *testing.T) {
 		t.Error("at 150 ms B did not go as the line's probe")
 	}
 }
+
+// besideAFailingPath holds A (path "") and B (path "/b") in line, A
+// first at p; the host's latest failures are on "", so that B is beside
+// a failing path, its probe paced from 2 ms; fresh requests have
+// stopped, the line's pace is 200 ms, and A was told Retry-After: 1s. A
+// failure at 300 ms says said. A sleeps until its probe's time, 500 ms,
+// or sooner when it may no longer go by then; B until its step.
+func besideAFailingPath(t *testing.T, said time.Duration, p place) (s *hostSet, h *host, a, b *member, wakeA time.Time) {
+	t.Helper()
+	s, ms := failing(2)
+	h, a, b = ms[0].h, ms[0], ms[1]
+	s.failed("h", b, failure{at: at(2), sent: at(2), path: "/b"})
+	x := newMember()
+	s.failed("h", x, failure{at: at(3), sent: at(3)})
+	s.failed("h", x, failure{at: at(4), sent: at(4)})
+	s.failed("h", a, failure{at: at(10), sent: at(10), floor: time.Second})
+	s.failed("h", x, failure{at: at(11), sent: at(11), floor: time.Second})
+	if !h.ask(a, false, at(12)) || !h.ask(b, false, at(12)) {
+		t.Fatal("not held")
+	}
+	h.enqueue(a, p)
+	h.enqueue(b, place{nextAt: far, spare: true})
+	s.failed("h", x, failure{at: at(300), sent: at(300), floor: said})
+	h.pace = 200 * time.Millisecond
+	if h.flowing(at(300)) || !h.besideFailingPath(b) || h.besideFailingPath(a) {
+		t.Fatalf("flowing %v, B beside %v, A beside %v; want stopped, B alone beside", h.flowing(at(300)), h.besideFailingPath(b), h.besideFailingPath(a))
+	}
+	send, wakeA := h.poll(a, at(305), false, false)
+	if send || h.firstWaiting(at(305)) != a {
+		t.Fatalf("A at 305 ms: send %v, first %v; want A first and asleep", send, h.firstWaiting(at(305)) == a)
+	}
+	if send, wake := h.poll(b, at(305), false, false); send || !wake.IsZero() {
+		t.Fatalf("B at 305 ms: send %v, wake at %v; want asleep until its step", send, wake.Sub(t0))
+	}
+	nudged(a)
+	nudged(b)
+	return s, h, a, b, wakeA
+}
+
+// TestALongerRetryAfterHandsTheProbeOn: at 350 ms a failure says
+// Retry-After: 1s where the host said none: A, told 1 s again, would end
+// past its step, and may no longer go; B, beside the failing path, is
+// first, its probe long due, and must be woken.
+func TestALongerRetryAfterHandsTheProbeOn(t *testing.T) {
+	s, h, _, b, wakeA := besideAFailingPath(t, 0, place{nextAt: at(800), spare: true})
+	if !wakeA.Equal(at(500)) {
+		t.Fatalf("A asleep until %v; want its probe's time, 500 ms", wakeA.Sub(t0))
+	}
+	s.failed("h", newMember(), failure{at: at(350), sent: at(350), floor: time.Second})
+	if h.firstWaiting(at(350)) != b {
+		t.Fatal("at 350 ms, B is not first in line")
+	}
+	wokenAndGoes(t, h, b, at(350), "a longer Retry-After made B first in line, its probe due, but did not wake it")
+}
+
+// TestAToldWaitPastItsStepHandsTheProbeOn: the host says Retry-After: 1s;
+// A, told it again, would end past its step (1,500 ms) from 400 ms on,
+// when B, beside the failing path, is first with its probe due: A must
+// wake then, not at its probe's time, 500 ms, and hand the probe on.
+func TestAToldWaitPastItsStepHandsTheProbeOn(t *testing.T) {
+	_, h, a, b, wakeA := besideAFailingPath(t, time.Second, place{nextAt: at(1500), spare: true})
+	handsOn(t, h, a, b, wakeA)
+}
+
+// TestAToldWaitPastItsLimitHandsTheProbeOn: as above, A's deadline at
+// 1,500 ms in place of its step.
+func TestAToldWaitPastItsLimitHandsTheProbeOn(t *testing.T) {
+	_, h, a, b, wakeA := besideAFailingPath(t, time.Second, place{nextAt: far, limit: at(1500), spare: true})
+	handsOn(t, h, a, b, wakeA)
+}
+
+// handsOn checks that A wakes at 400 ms (to the spread's rounding), when
+// it may no longer go, and there hands the line's probe on to B.
+func handsOn(t *testing.T, h *host, a, b *member, wakeA time.Time) {
+	t.Helper()
+	if d := wakeA.Sub(at(400)).Abs(); d > time.Microsecond {
+		t.Fatalf("A asleep until %v; want 400 ms, when told 1 s it would end past its step or limit", wakeA.Sub(t0))
+	}
+	if h.firstWaiting(wakeA) != b {
+		t.Fatal("at 400 ms, B is not first in line")
+	}
+	if send, _ := h.poll(a, wakeA, false, false); send {
+		t.Fatal("A went at 400 ms")
+	}
+	wokenAndGoes(t, h, b, wakeA, "A, woken at 400 ms, did not hand the line's probe on to B")
+}
+
+// TestAFlowBackAfterALongPauseWakesTheProbeBesideAFailingPath: as
+// TestAFlowThatRestartsWakesTheProbeBesideAFailingPath, after a pause of
+// 450 ms: the fresh request's nudge must go to the first in line as the
+// flow stands once it is counted (B), not as it stood before (A).
+func TestAFlowBackAfterALongPauseWakesTheProbeBesideAFailingPath(t *testing.T) {
+	s, ms := failing(2)
+	h, a, b := ms[0].h, ms[0], ms[1]
+	s.failed("h", b, failure{at: at(2), sent: at(2), path: "/b"})
+	x := newMember()
+	s.failed("h", x, failure{at: at(3), sent: at(3)})
+	s.failed("h", x, failure{at: at(4), sent: at(4)})
+	h.gap, h.gapDev = 50*time.Millisecond, 0 // fresh requests 50 ms apart, steadily: the flow ends at 63.5 ms
+	h.pace = 100 * time.Millisecond          // the line's probes before failed
+	s.failed("h", x, failure{at: at(450), sent: at(450)})
+	if wake := asleepInLine(t, h, a, at(455)); !wake.Equal(at(550)) {
+		t.Fatalf("A at 455 ms: wake at %v; want its probe's time, 550 ms", wake.Sub(t0))
+	}
+	if wake := asleepInLine(t, h, b, at(455)); !wake.IsZero() {
+		t.Fatalf("B at 455 ms: wake at %v; want asleep until its step", wake.Sub(t0))
+	}
+	s.failed("h", newMember(), failure{first: true, at: at(500), sent: at(500)})
+	if !h.flowing(at(500)) || h.firstWaiting(at(500)) != b {
+		t.Fatal("at 500 ms, fresh requests are not flowing again, or B is not first in line")
+	}
+	wokenAndGoes(t, h, b, at(500), "the flow back made B first in line, its probe due, but did not wake it")
+}
