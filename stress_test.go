@@ -293,11 +293,12 @@ func stressCall(t *testing.T, rng *stressRand, tr *Transport, host string) {
 		ctx = WithoutRetries(ctx)
 	}
 	var req *http.Request
+	url := "http://" + host + []string{"/", "/b"}[rng.n(2)] // two paths, so that requests are held beside a failing path
 	switch rng.n(4) {
 	case 0:
 		fails := rng.n(4) // GetBody fails from its fails-th call, when > 0
 		calls := 0
-		req = stressRequest(ctx, "PUT", "http://"+host+"/", strings.NewReader("body"))
+		req = stressRequest(ctx, "PUT", url, strings.NewReader("body"))
 		req.GetBody = func() (io.ReadCloser, error) {
 			calls++
 			if fails > 0 && calls >= fails {
@@ -306,9 +307,9 @@ func stressCall(t *testing.T, rng *stressRand, tr *Transport, host string) {
 			return io.NopCloser(strings.NewReader("body")), nil
 		}
 	case 1:
-		req = stressRequest(ctx, "POST", "http://"+host+"/", strings.NewReader("body"))
+		req = stressRequest(ctx, "POST", url, strings.NewReader("body"))
 	default:
-		req = stressRequest(ctx, "GET", "http://"+host+"/", nil)
+		req = stressRequest(ctx, "GET", url, nil)
 	}
 	resp, err := tr.RoundTrip(req)
 	if err == nil {
