@@ -190,11 +190,11 @@ func (s *hostSet) failed(name string, m *member, f failure) {
 // (TestAShorterRetryAfterUsesAReleaseKept) or as the line's probe. A
 // longer one, or the host now down: the first in line may no longer go,
 // and the next, beside a failing path, may be due to probe
-// (TestALongerRetryAfterHandsTheProbeOn). The
-// second failure in a row on a path: the retries of the others may now
-// probe (see besideFailingPath), fresh requests coming or not. While the
-// line probes at moments named (see momentCame): the first failure after
-// an answer, at which a moment that came while the host answered is due
+// (TestALongerRetryAfterHandsTheProbeOn). The second failure in a row on
+// a path: the retries of the others may now probe (see
+// besideFailingPath), fresh requests coming or not. While the line
+// probes at moments named (see momentCame): the first failure after an
+// answer, at which a moment that came while the host answered is due
 // (TestAMomentComeWhileTheHostAnsweredWakesTheProbe), and any failure
 // that changes the moment pending, as one that names an earlier moment
 // does (TestAnEarlierMomentNamedWakesTheLinesProbe) or one sent after
