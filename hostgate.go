@@ -530,6 +530,9 @@ func (s *hostSet) leave(m *member) {
 	case 1:
 		h.members[0].nudge() // alone now: a held retry goes (see poll)
 	}
+	if m.waiting || m.released { // its request ended in line without leaving it, as one that panics while held does
+		h.outOfLine(m, time.Now())
+	}
 	if m.heeded > 0 && h.gaps < flowGaps { // its moment named may have hidden a later one, come already (see momentCame)
 		h.firstWaiting(time.Now()).nudge()
 	}

@@ -580,6 +580,13 @@ func (h *host) inGrace(m *member, now time.Time) bool {
 func (h *host) abandon(m *member, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.outOfLine(m, now)
+}
+
+// outOfLine takes m out of the line at now: a release it was given and
+// did not use goes to the next, and the first in line, which may be due
+// to probe now, is woken. h.mu is held.
+func (h *host) outOfLine(m *member, now time.Time) {
 	if m.released {
 		h.credit++
 	}

@@ -614,3 +614,61 @@ func TestAFlowBackAfterALongPauseWakesTheProbeBesideAFailingPath(t *testing.T) {
 	}
 	wokenAndGoes(t, h, b, at(500), "the flow back made B first in line, its probe due, but did not wake it")
 }
+
+// TestARequestEndingFirstInLineWakesTheNext: A is first in line, asleep
+// until the line's next probe (1 s); B, behind it, sleeps until its own
+// step. A's request then ends while A still waits in line, as one whose
+// Random panics in a held step's draw does (its request's end leaves the
+// host without abandoning the line). B is first now, and due to probe at
+// 1 s: it must be woken, or it sleeps through the probe to its step.
+func TestARequestEndingFirstInLineWakesTheNext(t *testing.T) {
+	s, ms := failing(3)
+	h, a, b := ms[0].h, ms[0], ms[1]
+	h.nextProbe = at(1000)
+	if wake := asleepInLine(t, h, a, at(20)); !wake.Equal(at(1000)) {
+		t.Fatalf("A at 20 ms: wake at %v; want the probe's time, 1 s", wake.Sub(t0))
+	}
+	if wake := asleepInLine(t, h, b, at(20)); !wake.IsZero() {
+		t.Fatalf("B at 20 ms: wake at %v; want asleep until its step", wake.Sub(t0))
+	}
+	nudged(a)
+	if !a.waiting || h.firstWaiting(at(500)) != a {
+		t.Fatal("setup: A is not first in line")
+	}
+	s.leave(a)
+	if h.firstWaiting(at(1000)) != b {
+		t.Fatal("B is not first in line after A left")
+	}
+	if !nudged(b) {
+		t.Error("A's request ended while A was first in line, and B, first now, was not woken")
+	}
+	if send, _ := h.poll(b, at(1000), false, false); !send {
+		t.Error("at 1 s B, polled, does not go as the line's probe")
+	}
+}
+
+// TestAReleaseLeftUnusedByAnEndingRequestGoesToTheNext: the line's credit
+// lets A, first in line, go; its request ends (a panic in the hold)
+// before A's poll uses the release. The release goes to B, as when a
+// hold is abandoned, instead of being lost.
+func TestAReleaseLeftUnusedByAnEndingRequestGoesToTheNext(t *testing.T) {
+	s, ms := failing(3)
+	h, a, b := ms[0].h, ms[0], ms[1]
+	h.nextProbe = far // no probe: releases only
+	asleepInLine(t, h, a, at(20))
+	asleepInLine(t, h, b, at(20))
+	nudged(a)
+	nudged(b)
+	h.mu.Lock()
+	h.credit = 1
+	h.release(at(30))
+	h.mu.Unlock()
+	if !a.released || b.released {
+		t.Fatalf("setup: A released %v, B released %v; want A alone released", a.released, b.released)
+	}
+	nudged(a)
+	s.leave(a)
+	if !b.released || !nudged(b) {
+		t.Errorf("the release A left unused was lost: B released %v, credit %.2f", b.released, h.credit)
+	}
+}
