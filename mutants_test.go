@@ -557,7 +557,7 @@ func TestAnOwedLastStepIsPutOff(t *testing.T) {
 		if !h.owes(r.m, step) {
 			t.Fatal("setup: the last step is not owed")
 		}
-		time.Sleep(step.Sub(time.Now()) + 10*msec)
+		time.Sleep(time.Until(step) + 10*msec)
 		synctest.Wait()
 		if returned(done) {
 			t.Error("the owed last step went at its time")
