@@ -957,6 +957,83 @@ func TestDrainCutByItsBoundIsNeverKeptWhole(t *testing.T) {
 	}
 }
 
+// TestDrainEndedByTheContextBeforeItsHookIsNotKept: a body that watches
+// its request's context, as net/http's does, fails its Read with the
+// context's error as the deadline comes, which may be before the
+// context's hook has closed it (see dueCloser). The drain took that for
+// a body the server cut short and kept it, and the deadline's stop then
+// returned the 503 with a nil error and a body ending in the context's
+// error: 263 of 500 runs under -race (a review's find). endedContext
+// makes the order certain: its Err has ended, its hook never runs.
+func TestDrainEndedByTheContextBeforeItsHookIsNotKept(t *testing.T) {
+	cut := &http.Response{StatusCode: 503, Body: &failingBody{n: 7}, ContentLength: -1}
+	if kept, err, ok := drainKeeping(endedContext{context.Background()}, cut, false); ok {
+		t.Errorf("kept %q with %v; a body ended by the context is not the server's", kept, err)
+	}
+	whole := response(503, "whole")
+	if kept, err, ok := drainKeeping(endedContext{context.Background()}, whole, false); !ok || err != nil || string(kept) != "whole" {
+		t.Errorf("kept %v, %q, %v; a body read whole to its EOF is kept, the context ended or not", ok, kept, err)
+	}
+}
+
+// ctxBody gives a few bytes, then blocks until its request's context ends
+// and fails with the context's error, as net/http's body does.
+type ctxBody struct {
+	ctx  context.Context
+	sent bool
+	done chan struct{}
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "partial"), nil
+	}
+	select {
+	case <-b.ctx.Done():
+		return 0, b.ctx.Err()
+	case <-b.done:
+		return 0, errors.New("closed")
+	}
+}
+
+func (b *ctxBody) Close() error {
+	select {
+	case <-b.done:
+	default:
+		close(b.done)
+	}
+	return nil
+}
+
+// TestDeadlineDuringADrainReturnsTheError: end to end, the race above
+// (which of the body's Read and the context's hook comes first varies
+// from run to run, -race shuffling it most): every run returns an *Error
+// naming the status and wrapping the deadline's error.
+func TestDeadlineDuringADrainReturnsTheError(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(100 * time.Millisecond) // virtual
+				return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: -1, Request: r,
+					Body: &ctxBody{ctx: r.Context(), done: make(chan struct{})}}, nil
+			})
+			tr := &Transport{Base: base, Policy: Policy{BaseDelay: 10 * time.Millisecond, Jitter: JitterNone}}
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://h/", nil)
+			resp, err := tr.RoundTrip(req)
+			var e *Error
+			if err == nil {
+				got, rerr := io.ReadAll(resp.Body)
+				t.Fatalf("returned the 503 with a nil error, its body %q then %v", got, rerr)
+			} else if !errors.As(err, &e) || !errors.Is(err, errLastNotKept) || !strings.Contains(err.Error(), "503") || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err %v; want an *Error naming the 503 and wrapping the deadline's error", err)
+			}
+		})
+	}
+}
+
 // polledBody is a request body of a producer that is polled: until data
 // comes, Read waits 10 ms and returns (0, nil). Close is noted, but only
 // pastClose reads after it does Read say EOF.
