@@ -976,36 +976,6 @@ func TestDrainEndedByTheContextBeforeItsHookIsNotKept(t *testing.T) {
 	}
 }
 
-// ctxBody gives a few bytes, then blocks until its request's context ends
-// and fails with the context's error, as net/http's body does.
-type ctxBody struct {
-	ctx  context.Context
-	sent bool
-	done chan struct{}
-}
-
-func (b *ctxBody) Read(p []byte) (int, error) {
-	if !b.sent {
-		b.sent = true
-		return copy(p, "partial"), nil
-	}
-	select {
-	case <-b.ctx.Done():
-		return 0, b.ctx.Err()
-	case <-b.done:
-		return 0, errors.New("closed")
-	}
-}
-
-func (b *ctxBody) Close() error {
-	select {
-	case <-b.done:
-	default:
-		close(b.done)
-	}
-	return nil
-}
-
 // TestDeadlineDuringADrainReturnsTheError: end to end, the race above
 // (which of the body's Read and the context's hook comes first varies
 // from run to run, -race shuffling it most): every run returns an *Error
@@ -1016,7 +986,7 @@ func TestDeadlineDuringADrainReturnsTheError(t *testing.T) {
 			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				time.Sleep(100 * time.Millisecond) // virtual
 				return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: -1, Request: r,
-					Body: &ctxBody{ctx: r.Context(), done: make(chan struct{})}}, nil
+					Body: &cancelWatchingBody{req: r, done: make(chan struct{})}}, nil
 			})
 			tr := &Transport{Base: base, Policy: Policy{BaseDelay: 10 * time.Millisecond, Jitter: JitterNone}}
 			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -1035,8 +1005,8 @@ func TestDeadlineDuringADrainReturnsTheError(t *testing.T) {
 }
 
 // cancelWatchingBody gives a few bytes, then blocks until its request's
-// Cancel closes, as http.Client's Timeout closes it for a RoundTripper it
-// does not know, or its context ends, and fails as net/http's body does.
+// context ends or its Cancel closes, as http.Client's Timeout closes it
+// for a RoundTripper it does not know, and fails as net/http's body does.
 type cancelWatchingBody struct {
 	req  *http.Request
 	sent bool
