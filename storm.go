@@ -45,7 +45,10 @@ const DefaultReleaseShare = 0.25
 // plain backoff's longest life; attempts slower than plain backoff's
 // would have been; failures of which only some carry a Retry-After; a
 // host that flaps faster than the backoff; a rate limit that names its
-// window's end; a host failing most attempts at random.
+// window's end; a host failing most attempts at random; a server that
+// queues what it cannot serve, whose queue plain backoff's own retries
+// lengthen; a few calls at random moments of an outage, whose held steps
+// wait for fresh requests to count as stopped.
 // docs/storm-control.md states each rule exactly (when a host is down,
 // when it turns its backlog away and for how long, when a Retry-After
 // holds, when the host may be back, the line's pace and probes, what a
