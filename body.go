@@ -452,11 +452,7 @@ func (c *dueCloser) close() {
 // Timeout closes Request.Cancel at the deadline, which net/http's body
 // fails on, before the context's own timer may have fired (74 of 300).
 func (c *dueCloser) cut(err error) bool {
-	if c.closing.Load() {
-		return true
-	}
-	dl, ok := c.ctx.Deadline()
-	return err != io.EOF && (c.ctx.Err() != nil || ok && !time.Now().Before(dl))
+	return c.closing.Load() || err != io.EOF && (c.ctx.Err() != nil || deadlineCame(c.ctx))
 }
 
 // done ends the drain: the bounds are stopped and the body closed.

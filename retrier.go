@@ -399,7 +399,7 @@ func endedBy(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+	if deadlineCame(ctx) {
 		if ctx.Done() == nil { // a context that can never end: no timer, no cause to wait for
 			return context.DeadlineExceeded
 		}
@@ -413,6 +413,13 @@ func endedBy(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// deadlineCame reports whether ctx's deadline, if any, has come, whether
+// or not its timer has fired yet.
+func deadlineCame(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // timerDueWait is how long endedBy waits for a context's deadline timer
